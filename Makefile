@@ -1,0 +1,121 @@
+# unclog — build, run, test, benchmark.
+#
+#   make              build/unclog (optimised, warnings are errors)
+#   make run          serve static/ on http://127.0.0.1:8080
+#   make test         unit + integration tests, one prove summary
+#   make test-asan    the same tests against an ASan+UBSan build
+#   make deps         install the Debian packages the build needs (root)
+#   make loadtest     the fairness experiment, quick pass (see loadtest/README.md)
+#   make format-check clang-format dry run
+
+CC       ?= cc
+PKGS     := libuv zlib
+LLHTTP_INC := /usr/share/include/llhttp
+LLHTTP_SRC := /usr/share/llhttp
+
+WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wpointer-arith -Wformat=2 -Wundef -Wvla -Wno-unused-parameter -Werror
+BASE     := -std=c17 -D_DEFAULT_SOURCE -I. -I$(LLHTTP_INC) $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+
+OPT_FLAGS  := -O2 -g
+ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+
+SERVER_SRC  := $(wildcard server/*.c)
+HANDLER_SRC := $(wildcard handlers/*.c)
+CORE_SRC    := $(filter-out server/main.c,$(SERVER_SRC)) $(HANDLER_SRC)
+LLHTTP_C    := api http llhttp
+UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+HEADERS     := $(wildcard server/*.h handlers/*.h tests/*.h)
+
+# $(call objs,DIR,SOURCES) -> object paths under DIR
+objs = $(patsubst %.c,$(1)/%.o,$(2))
+
+.PHONY: all run test test-asan unit unit-asan deps format format-check clean \
+        loadtest loadtest-full bench asan
+all: build/unclog
+
+# ---- optimised build -------------------------------------------------------
+build/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(WARN) $(OPT_FLAGS) $(CFLAGS) -c $< -o $@
+
+# llhttp is generated code: compile it with its own include path and no warnings.
+build/obj/llhttp/%.o: $(LLHTTP_SRC)/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -w -I$(LLHTTP_INC) $(CFLAGS) -c $< -o $@
+
+LL_OBJ   := $(addprefix build/obj/llhttp/,$(addsuffix .o,$(LLHTTP_C)))
+CORE_OBJ := $(call objs,build/obj,$(CORE_SRC)) $(LL_OBJ)
+
+build/unclog: build/obj/server/main.o $(CORE_OBJ)
+	$(CC) $^ -o $@ $(LIBS) $(LDFLAGS)
+
+# ---- sanitizer build (build/asan/) -------------------------------------------
+build/asan/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(WARN) $(ASAN_FLAGS) -c $< -o $@
+
+build/asan/obj/llhttp/%.o: $(LLHTTP_SRC)/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ASAN_FLAGS) -w -I$(LLHTTP_INC) -c $< -o $@
+
+ASAN_LL_OBJ   := $(addprefix build/asan/obj/llhttp/,$(addsuffix .o,$(LLHTTP_C)))
+ASAN_CORE_OBJ := $(call objs,build/asan/obj,$(CORE_SRC)) $(ASAN_LL_OBJ)
+
+build/asan/unclog: build/asan/obj/server/main.o $(ASAN_CORE_OBJ)
+	$(CC) $(ASAN_FLAGS) $^ -o $@ $(LIBS)
+
+asan: build/asan/unclog
+
+# ---- unit tests: one binary per module, always sanitized ----------------------
+# A unit test may #include the module's .c to reach its statics, so it links
+# against every core object except the one it includes.
+UNIT_BIN := $(patsubst tests/unit/%.c,build/tests/%,$(UNIT_SRC))
+
+# The module a test includes, as its object: `#include "../../server/config.c"`.
+included = $(patsubst %.c,build/asan/obj/%.o,$(shell sed -n 's|^#include "\.\./\.\./\(.*\.c\)"|\1|p' $(1)))
+
+build/tests/test_%: tests/unit/test_%.c $(ASAN_CORE_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(WARN) $(ASAN_FLAGS) $< $(filter-out $(call included,$<),$(ASAN_CORE_OBJ)) \
+	    -o $@ $(LIBS)
+
+unit: $(UNIT_BIN)
+
+# ---- tests -------------------------------------------------------------------
+PROVE := prove --timer -j2
+INTEG := $(sort $(wildcard tests/integration/*.t))
+
+test: build/unclog $(UNIT_BIN)
+	UNCLOG_BIN=$(CURDIR)/build/unclog $(PROVE) $(UNIT_BIN) $(INTEG)
+
+test-asan: build/asan/unclog $(UNIT_BIN)
+	UNCLOG_BIN=$(CURDIR)/build/asan/unclog UNCLOG_ASAN=1 $(PROVE) $(UNIT_BIN) $(INTEG)
+
+run: build/unclog
+	build/unclog -c conf/unclog.conf
+
+# ---- environment -------------------------------------------------------------
+DEB_PKGS := build-essential pkg-config libuv1-dev zlib1g-dev node-llhttp curl
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "installing:$$missing"; \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+format:
+	clang-format -i server/*.[ch] handlers/*.[ch] tests/*.h tests/unit/*.c loadtest/*.c
+
+format-check:
+	clang-format --dry-run --Werror server/*.[ch] handlers/*.[ch] tests/*.h tests/unit/*.c loadtest/*.c
+
+clean:
+	rm -rf build
+
+# ---- load tests (see loadtest/README.md) --------------------------------------
+-include loadtest/loadtest.mk

@@ -1,0 +1,955 @@
+/*
+ * probe: a constant-rate HTTP latency probe for unclog's load tests.
+ *
+ * Requests are scheduled at fixed intervals (--rate per second) for a bounded
+ * --duration. Each latency runs from the request's *scheduled* send time to the
+ * last byte of its response, so time spent waiting for a free connection or
+ * behind a clogged server is counted, never hidden (no coordinated omission).
+ * A request goes out on an idle keep-alive connection, or on a new one up to
+ * --max-conns, so one stuck response does not hold back the next send.
+ *
+ * Only 127.0.0.1 is reachable: this is a load-test tool, not a client.
+ *
+ * Output: one JSON line of counts and percentiles on stdout; with --csv, one
+ * row per scheduled request (scheduled time, latency, outcome, status).
+ *
+ * A second mode, --evict, drops the named files from the page cache with
+ * posix_fadvise(POSIX_FADV_DONTNEED) every --interval seconds, for the
+ * cold-cache variant of the clogging experiment.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#define NS_PER_MS  1000000ull
+#define NS_PER_SEC 1000000000ull
+#define MAX_CONNS  1024
+#define MAX_FILES  64
+
+enum mode { MODE_GET, MODE_GZIP, MODE_EVICT };
+
+struct options {
+    enum mode mode;
+    int port;
+    const char *path;
+    double rate;     /* requests per second */
+    double duration; /* seconds of sending (or of evicting) */
+    double timeout;  /* seconds from scheduled send to giving up */
+    double interval; /* seconds between eviction passes */
+    int conns;       /* connections opened up front */
+    int max_conns;   /* upper bound when all are busy */
+    size_t body_size;
+    const char *csv;
+    const char *files[MAX_FILES];
+    int nfiles;
+};
+
+enum outcome { OUTCOME_PENDING, OUTCOME_OK, OUTCOME_ERROR, OUTCOME_TIMEOUT };
+
+struct sample {
+    uint64_t latency_ns;
+    uint64_t lag_ns; /* scheduled time to the write call: the probe's own delay */
+    int status;      /* HTTP status, 0 when none arrived */
+    enum outcome outcome;
+};
+
+enum parse_state {
+    PARSE_HEAD,
+    PARSE_BODY,
+    PARSE_CHUNK_SIZE,
+    PARSE_CHUNK_DATA,
+    PARSE_TRAILER,
+    PARSE_UNTIL_CLOSE,
+};
+
+/* One keep-alive connection. Owned by probe->slots[slot]; freed in conn_on_close. */
+struct conn {
+    uv_tcp_t tcp;
+    uv_connect_t connect_req;
+    uv_write_t write_req;
+    struct probe *probe;
+    struct conn *next_idle; /* link in probe->idle while idle */
+    int slot;
+    bool connected;
+    bool closing;
+    bool idle;
+    long req; /* request in flight, -1 when none */
+    enum parse_state state;
+    char line[8192]; /* the header block, or one chunk-size / trailer line */
+    size_t line_len;
+    uint64_t remaining;
+    int status;
+    bool chunked;
+    bool has_length;
+    bool close_after;
+};
+
+struct probe {
+    struct options opt;
+    uv_loop_t *loop;
+    uv_timer_t timer; /* checks timeouts every 10 ms */
+    uv_async_t due;   /* woken by the clock thread at each scheduled time */
+    uv_thread_t clock;
+    uv_buf_t request; /* the one request every send writes; lives until exit */
+    uint64_t start_ns, interval_ns, timeout_ns;
+    long total;    /* requests scheduled in all */
+    long next;     /* next request to send */
+    long done;     /* requests with an outcome */
+    long *backlog; /* due requests waiting for a connection, FIFO */
+    long backlog_head, backlog_tail;
+    struct sample *samples;
+    struct conn *slots[MAX_CONNS];
+    struct conn *idle;
+    int live; /* connections not closing */
+    long opened;
+    bool stopping;
+};
+
+static char read_buf[65536];
+
+static void conn_close(struct conn *c);
+static void conn_send(struct conn *c, long req);
+static void pump(struct probe *p);
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: probe --port N [--get PATH | --gzip] [options]\n"
+            "       probe --evict [--interval S] [--duration S] FILE...\n"
+            "  --rate R         requests per second (default 200)\n"
+            "  --duration S     seconds of sending (default 10)\n"
+            "  --timeout S      give up on a request S seconds after its schedule (default 10)\n"
+            "  --conns N        connections opened up front (default 4)\n"
+            "  --max-conns N    connections at most, opened when all are busy (default 64)\n"
+            "  --body-size B    POST /gzip body bytes (default 1024)\n"
+            "  --csv FILE       one row per request: sched_s,latency_ms,outcome,status\n");
+}
+
+static uint64_t sched_ns(const struct probe *p, long req)
+{
+    return p->start_ns + (uint64_t)req * p->interval_ns;
+}
+
+static void record(struct probe *p, long req, enum outcome outcome, int status)
+{
+    struct sample *s = &p->samples[req];
+    if (s->outcome != OUTCOME_PENDING) {
+        return;
+    }
+    uint64_t now = uv_hrtime();
+    uint64_t due = sched_ns(p, req);
+    s->latency_ns = now > due ? now - due : 0;
+    s->outcome = outcome;
+    s->status = status;
+    p->done++;
+}
+
+/* ---- connections ---------------------------------------------------------- */
+
+static void idle_remove(struct probe *p, struct conn *c)
+{
+    for (struct conn **link = &p->idle; *link != NULL; link = &(*link)->next_idle) {
+        if (*link == c) {
+            *link = c->next_idle;
+            break;
+        }
+    }
+    c->idle = false;
+    c->next_idle = NULL;
+}
+
+static void idle_push(struct probe *p, struct conn *c)
+{
+    c->idle = true;
+    c->next_idle = p->idle;
+    p->idle = c;
+}
+
+static void conn_on_close(uv_handle_t *handle)
+{
+    struct conn *c = handle->data;
+    c->probe->slots[c->slot] = NULL;
+    free(c);
+}
+
+static void conn_close(struct conn *c)
+{
+    struct probe *p = c->probe;
+    if (c->closing) {
+        return;
+    }
+    c->closing = true;
+    p->live--;
+    if (c->idle) {
+        idle_remove(p, c);
+    }
+    uv_close((uv_handle_t *)&c->tcp, conn_on_close);
+}
+
+/* The request in flight failed: count it and drop the connection. */
+static void conn_fail(struct conn *c)
+{
+    if (c->req >= 0) {
+        record(c->probe, c->req, OUTCOME_ERROR, c->status);
+        c->req = -1;
+    }
+    conn_close(c);
+}
+
+static void conn_finish(struct conn *c)
+{
+    struct probe *p = c->probe;
+    int ok = c->status >= 200 && c->status < 300;
+    record(p, c->req, ok ? OUTCOME_OK : OUTCOME_ERROR, c->status);
+    c->req = -1;
+    if (c->close_after) {
+        conn_close(c);
+    } else {
+        idle_push(p, c);
+    }
+    pump(p);
+}
+
+static void conn_on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+    /* One loop thread, and every read is consumed before the next: one buffer. */
+    (void)handle;
+    (void)suggested;
+    buf->base = read_buf;
+    buf->len = sizeof read_buf;
+}
+
+static bool header_is(const char *line, size_t len, const char *name)
+{
+    size_t n = strlen(name);
+    return len > n && strncasecmp(line, name, n) == 0 && line[n] == ':';
+}
+
+static bool value_has(const char *value, size_t len, const char *word)
+{
+    size_t n = strlen(word);
+    for (size_t i = 0; i + n <= len; i++) {
+        if (strncasecmp(value + i, word, n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Parses the status line and the headers that frame the body. */
+static int parse_head(struct conn *c)
+{
+    const char *s = c->line;
+    const char *end = c->line + c->line_len;
+    if (c->line_len < 12 || strncmp(s, "HTTP/1.", 7) != 0) {
+        return -1;
+    }
+    c->status = atoi(s + 9);
+    c->close_after = s[7] == '0';
+    c->chunked = false;
+    c->has_length = false;
+    const char *first_eol = memchr(s, '\n', c->line_len);
+    for (const char *line = first_eol + 1; line < end;) {
+        const char *eol = memchr(line, '\n', (size_t)(end - line));
+        size_t len = (size_t)(eol - line);
+        const char *value = memchr(line, ':', len);
+        size_t vlen = value != NULL ? (size_t)(eol - value) : 0;
+        if (header_is(line, len, "content-length")) {
+            c->has_length = true;
+            c->remaining = strtoull(value + 1, NULL, 10);
+        } else if (header_is(line, len, "transfer-encoding")) {
+            c->chunked = value_has(value, vlen, "chunked");
+        } else if (header_is(line, len, "connection")) {
+            c->close_after = value_has(value, vlen, "close");
+        }
+        line = eol + 1;
+    }
+    if (c->status == 204 || c->status == 304 || c->status / 100 == 1) {
+        c->has_length = true;
+        c->remaining = 0;
+    }
+    if (c->chunked) {
+        c->state = PARSE_CHUNK_SIZE;
+    } else if (c->has_length) {
+        c->state = PARSE_BODY;
+    } else {
+        c->state = PARSE_UNTIL_CLOSE;
+        c->close_after = true;
+    }
+    c->line_len = 0;
+    return 0;
+}
+
+/* Feeds header bytes; returns how many it took, or -1 when the head is too big. */
+static long feed_head(struct conn *c, const char *data, size_t n)
+{
+    size_t old = c->line_len;
+    size_t take = sizeof c->line - old;
+    take = take < n ? take : n;
+    memcpy(c->line + old, data, take);
+    c->line_len += take;
+    size_t from = old >= 3 ? old - 3 : 0;
+    for (size_t i = from; i + 4 <= c->line_len; i++) {
+        if (memcmp(c->line + i, "\r\n\r\n", 4) == 0) {
+            c->line_len = i + 4;
+            if (parse_head(c) < 0) {
+                return -1;
+            }
+            return (long)(i + 4 - old);
+        }
+    }
+    return c->line_len == sizeof c->line ? -1 : (long)take;
+}
+
+/* Feeds one byte of a chunk-size or trailer line; returns 1 at a line's end. */
+static int feed_line(struct conn *c, char ch)
+{
+    if (ch == '\n') {
+        if (c->line_len > 0 && c->line[c->line_len - 1] == '\r') {
+            c->line_len--;
+        }
+        c->line[c->line_len] = '\0';
+        return 1;
+    }
+    if (c->line_len + 1 >= sizeof c->line) {
+        return -1;
+    }
+    c->line[c->line_len++] = ch;
+    return 0;
+}
+
+/*
+ * Consumes response bytes. Returns 1 when the response is complete, 0 when
+ * more is needed, -1 on a malformed or oversized response.
+ */
+static int feed(struct conn *c, const char *data, size_t n)
+{
+    while (n > 0) {
+        if (c->state == PARSE_HEAD) {
+            long took = feed_head(c, data, n);
+            if (took < 0) {
+                return -1;
+            }
+            data += took;
+            n -= (size_t)took;
+            if (c->state == PARSE_BODY && c->remaining == 0) {
+                return n == 0 ? 1 : -1;
+            }
+        } else if (c->state == PARSE_BODY || c->state == PARSE_CHUNK_DATA) {
+            size_t take = c->remaining < n ? (size_t)c->remaining : n;
+            c->remaining -= take;
+            data += take;
+            n -= take;
+            if (c->remaining > 0) {
+                continue;
+            }
+            if (c->state == PARSE_BODY) {
+                return n == 0 ? 1 : -1;
+            }
+            c->state = PARSE_CHUNK_SIZE;
+        } else if (c->state == PARSE_CHUNK_SIZE || c->state == PARSE_TRAILER) {
+            int end = feed_line(c, *data);
+            data++;
+            n--;
+            if (end < 0) {
+                return -1;
+            }
+            if (end == 0) {
+                continue;
+            }
+            size_t len = c->line_len;
+            c->line_len = 0;
+            if (c->state == PARSE_TRAILER) {
+                if (len == 0) {
+                    return n == 0 ? 1 : -1;
+                }
+                continue;
+            }
+            if (len == 0) {
+                continue; /* the CRLF that ends the previous chunk's data */
+            }
+            char *stop;
+            c->remaining = strtoull(c->line, &stop, 16);
+            if (stop == c->line) {
+                return -1;
+            }
+            c->state = c->remaining == 0 ? PARSE_TRAILER : PARSE_CHUNK_DATA;
+        } else {
+            return 0; /* PARSE_UNTIL_CLOSE: the body ends at EOF */
+        }
+    }
+    return 0;
+}
+
+static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = stream->data;
+    if (c->closing) {
+        return;
+    }
+    if (nread == UV_EOF && c->req >= 0 && c->state == PARSE_UNTIL_CLOSE) {
+        conn_finish(c);
+        return;
+    }
+    if (nread < 0) {
+        conn_fail(c);
+        pump(c->probe);
+        return;
+    }
+    if (nread == 0) {
+        return;
+    }
+    if (c->req < 0) {
+        conn_close(c); /* bytes nobody asked for */
+        return;
+    }
+    int r = feed(c, buf->base, (size_t)nread);
+    if (r < 0) {
+        conn_fail(c);
+        pump(c->probe);
+    } else if (r > 0) {
+        conn_finish(c);
+    }
+}
+
+static void conn_on_write(uv_write_t *req, int status)
+{
+    struct conn *c = req->data;
+    if (status < 0 && !c->closing) {
+        conn_fail(c);
+        pump(c->probe);
+    }
+}
+
+static void conn_write(struct conn *c)
+{
+    struct probe *p = c->probe;
+    uint64_t now = uv_hrtime();
+    uint64_t due = sched_ns(p, c->req);
+    p->samples[c->req].lag_ns = now > due ? now - due : 0;
+    c->write_req.data = c;
+    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &p->request, 1, conn_on_write) < 0) {
+        conn_fail(c);
+    }
+}
+
+static void conn_on_connect(uv_connect_t *req, int status)
+{
+    struct conn *c = req->data;
+    if (c->closing) {
+        return;
+    }
+    if (status < 0) {
+        conn_fail(c);
+        pump(c->probe);
+        return;
+    }
+    c->connected = true;
+    if (uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read) < 0) {
+        conn_fail(c);
+        pump(c->probe);
+        return;
+    }
+    if (c->req >= 0) {
+        conn_write(c);
+    }
+}
+
+/* Opens a connection in a free slot; returns NULL when none is free or on error. */
+static struct conn *conn_open(struct probe *p)
+{
+    int slot = -1;
+    for (int i = 0; i < p->opt.max_conns; i++) {
+        if (p->slots[i] == NULL) {
+            slot = i;
+            break;
+        }
+    }
+    if (slot < 0) {
+        return NULL;
+    }
+    struct conn *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return NULL;
+    }
+    c->probe = p;
+    c->slot = slot;
+    c->req = -1;
+    if (uv_tcp_init(p->loop, &c->tcp) < 0) {
+        free(c);
+        return NULL;
+    }
+    c->tcp.data = c;
+    c->connect_req.data = c;
+    p->slots[slot] = c;
+    p->live++;
+    p->opened++;
+    uv_tcp_nodelay(&c->tcp, 1);
+    struct sockaddr_in addr;
+    uv_ip4_addr("127.0.0.1", p->opt.port, &addr);
+    if (uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&addr, conn_on_connect) <
+        0) {
+        conn_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void conn_send(struct conn *c, long req)
+{
+    c->req = req;
+    c->state = PARSE_HEAD;
+    c->line_len = 0;
+    c->status = 0;
+    if (c->connected) {
+        conn_write(c);
+    }
+}
+
+/* ---- schedule --------------------------------------------------------------- */
+
+/* Hands due requests from the backlog to idle or new connections. */
+static void pump(struct probe *p)
+{
+    while (p->backlog_head < p->backlog_tail && !p->stopping) {
+        struct conn *c = p->idle;
+        if (c != NULL) {
+            idle_remove(p, c);
+        } else if (p->live < p->opt.max_conns) {
+            c = conn_open(p);
+        }
+        if (c == NULL) {
+            return;
+        }
+        conn_send(c, p->backlog[p->backlog_head++]);
+    }
+}
+
+static void expire(struct probe *p, uint64_t now)
+{
+    while (p->backlog_head < p->backlog_tail) {
+        long req = p->backlog[p->backlog_head];
+        if (now - sched_ns(p, req) < p->timeout_ns) {
+            break;
+        }
+        record(p, req, OUTCOME_TIMEOUT, 0);
+        p->backlog_head++;
+    }
+    for (int i = 0; i < p->opt.max_conns; i++) {
+        struct conn *c = p->slots[i];
+        if (c != NULL && !c->closing && c->req >= 0 && now - sched_ns(p, c->req) >= p->timeout_ns) {
+            record(p, c->req, OUTCOME_TIMEOUT, c->status);
+            c->req = -1;
+            conn_close(c); /* its late response must not be taken for the next one's */
+        }
+    }
+}
+
+static void stop(struct probe *p)
+{
+    p->stopping = true;
+    uv_timer_stop(&p->timer);
+    uv_close((uv_handle_t *)&p->timer, NULL);
+    uv_close((uv_handle_t *)&p->due, NULL);
+    for (int i = 0; i < p->opt.max_conns; i++) {
+        if (p->slots[i] != NULL) {
+            conn_close(p->slots[i]);
+        }
+    }
+}
+
+/* Sends what is due, gives up on what is overdue, and stops once all is done. */
+static void advance(struct probe *p)
+{
+    if (p->stopping) {
+        return;
+    }
+    uint64_t now = uv_hrtime();
+    while (p->next < p->total && sched_ns(p, p->next) <= now) {
+        p->backlog[p->backlog_tail++] = p->next++;
+    }
+    pump(p);
+    expire(p, now);
+    pump(p);
+    if (p->done == p->total) {
+        stop(p);
+    }
+}
+
+static void probe_on_due(uv_async_t *async)
+{
+    advance(async->data);
+}
+
+static void probe_on_timer(uv_timer_t *timer)
+{
+    advance(timer->data);
+}
+
+/*
+ * The clock thread: sleeps until each scheduled time and wakes the loop.
+ * libuv timers have millisecond resolution and fire up to a millisecond
+ * late; an absolute nanosleep plus uv_async_send is accurate to tens of
+ * microseconds, so the probe's own lag stays out of the latencies. It
+ * touches only the read-only schedule and the async handle.
+ */
+static void clock_run(void *arg)
+{
+    struct probe *p = arg;
+    for (long i = 0; i < p->total; i++) {
+        uint64_t due = sched_ns(p, i);
+        struct timespec ts = {.tv_sec = (time_t)(due / NS_PER_SEC),
+                              .tv_nsec = (long)(due % NS_PER_SEC)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+        }
+        uv_async_send(&p->due);
+    }
+}
+
+/* ---- results ---------------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of a sorted array, in milliseconds. */
+static double pct_ms(const uint64_t *v, long n, double pct)
+{
+    if (n == 0) {
+        return 0;
+    }
+    long rank = (long)(pct / 100.0 * (double)n + 0.999999);
+    rank = rank < 1 ? 1 : rank;
+    rank = rank > n ? n : rank;
+    return (double)v[rank - 1] / (double)NS_PER_MS;
+}
+
+static const char *outcome_name(enum outcome o)
+{
+    switch (o) {
+    case OUTCOME_OK:
+        return "ok";
+    case OUTCOME_ERROR:
+        return "error";
+    case OUTCOME_TIMEOUT:
+        return "timeout";
+    default:
+        return "unsent";
+    }
+}
+
+static int write_csv(const struct probe *p)
+{
+    FILE *f = fopen(p->opt.csv, "w");
+    if (f == NULL) {
+        fprintf(stderr, "probe: open %s: %s\n", p->opt.csv, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "sched_s,latency_ms,outcome,status\n");
+    for (long i = 0; i < p->total; i++) {
+        const struct sample *s = &p->samples[i];
+        fprintf(f, "%.6f,%.3f,%s,%d\n", (double)((uint64_t)i * p->interval_ns) / NS_PER_SEC,
+                (double)s->latency_ns / NS_PER_MS, outcome_name(s->outcome), s->status);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/*
+ * Timed-out requests count in the percentiles at the time they were given
+ * up (a lower bound); leaving them out would flatter exactly the tail we
+ * measure. Errors (refused, reset, non-2xx) are counted, not timed.
+ */
+static int report(const struct probe *p)
+{
+    uint64_t *lat = malloc(sizeof *lat * (size_t)(p->total + 1));
+    if (lat == NULL) {
+        return -1;
+    }
+    long n = 0, ok = 0, errors = 0, timeouts = 0;
+    double sum = 0, lag_sum = 0, lag_max = 0;
+    for (long i = 0; i < p->total; i++) {
+        const struct sample *s = &p->samples[i];
+        ok += s->outcome == OUTCOME_OK;
+        errors += s->outcome == OUTCOME_ERROR || s->outcome == OUTCOME_PENDING;
+        timeouts += s->outcome == OUTCOME_TIMEOUT;
+        if (s->outcome == OUTCOME_OK || s->outcome == OUTCOME_TIMEOUT) {
+            double lag = (double)s->lag_ns / NS_PER_MS;
+            lat[n++] = s->latency_ns;
+            sum += (double)s->latency_ns / NS_PER_MS;
+            lag_sum += lag;
+            lag_max = lag > lag_max ? lag : lag_max;
+        }
+    }
+    qsort(lat, (size_t)n, sizeof *lat, cmp_u64);
+    printf("{\"mode\":\"%s\",\"path\":\"%s\",\"rate\":%g,\"duration\":%g,"
+           "\"scheduled\":%ld,\"ok\":%ld,\"errors\":%ld,\"timeouts\":%ld,\"conns_opened\":%ld,"
+           "\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"p999_ms\":%.3f,"
+           "\"max_ms\":%.3f,\"send_lag_mean_ms\":%.3f,\"send_lag_max_ms\":%.3f}\n",
+           p->opt.mode == MODE_GZIP ? "gzip" : "get", p->opt.path, p->opt.rate, p->opt.duration,
+           p->total, ok, errors, timeouts, p->opened, n > 0 ? sum / (double)n : 0.0,
+           pct_ms(lat, n, 50), pct_ms(lat, n, 90), pct_ms(lat, n, 99), pct_ms(lat, n, 99.9),
+           n > 0 ? (double)lat[n - 1] / NS_PER_MS : 0.0, n > 0 ? lag_sum / (double)n : 0.0,
+           lag_max);
+    free(lat);
+    if (p->opt.csv != NULL) {
+        return write_csv(p);
+    }
+    return 0;
+}
+
+/* ---- setup -------------------------------------------------------------------- */
+
+/* A 1 KiB-ish body of words, so deflate has something realistic to chew on. */
+static char *make_body(size_t size)
+{
+    static const char *const words[] = {"static", "file", "server", "thread", "pool", "fair",
+                                        "clog",   "read", "chunk",  "libuv",  "gzip", "the"};
+    char *body = malloc(size + 1);
+    if (body == NULL) {
+        return NULL;
+    }
+    uint32_t x = 2463534242u;
+    size_t at = 0;
+    while (at < size) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        const char *w = words[x % (sizeof words / sizeof words[0])];
+        for (size_t i = 0; w[i] != '\0' && at < size; i++) {
+            body[at++] = w[i];
+        }
+        if (at < size) {
+            body[at++] = (x >> 8) % 7 == 0 ? '\n' : ' ';
+        }
+    }
+    return body;
+}
+
+static int build_request(struct probe *p)
+{
+    const struct options *o = &p->opt;
+    size_t cap = 512 + strlen(o->path) + o->body_size;
+    char *req = malloc(cap);
+    if (req == NULL) {
+        return -1;
+    }
+    int len;
+    if (o->mode == MODE_GET) {
+        len = snprintf(req, cap,
+                       "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: unclog-probe\r\n\r\n",
+                       o->path);
+    } else {
+        len = snprintf(req, cap,
+                       "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: unclog-probe\r\n"
+                       "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n",
+                       o->path, o->body_size);
+        char *body = make_body(o->body_size);
+        if (body == NULL) {
+            free(req);
+            return -1;
+        }
+        memcpy(req + len, body, o->body_size);
+        len += (int)o->body_size;
+        free(body);
+    }
+    p->request = uv_buf_init(req, (unsigned)len);
+    return 0;
+}
+
+static bool parse_number(const char *s, double min, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){.mode = MODE_GET,
+                          .path = "/",
+                          .rate = 200,
+                          .duration = 10,
+                          .timeout = 10,
+                          .interval = 0.2,
+                          .conns = 4,
+                          .max_conns = 64,
+                          .body_size = 1024};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        double x;
+        bool takes_value = true;
+        bool ok = true;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(a, "--gzip") == 0) {
+            o->mode = MODE_GZIP;
+            o->path = "/gzip";
+            takes_value = false;
+        } else if (strcmp(a, "--evict") == 0) {
+            o->mode = MODE_EVICT;
+            takes_value = false;
+        } else if (a[0] != '-' && o->mode == MODE_EVICT) {
+            ok = o->nfiles < MAX_FILES;
+            if (ok) {
+                o->files[o->nfiles++] = a;
+            }
+            takes_value = false;
+        } else if (v == NULL) {
+            ok = false;
+        } else if (strcmp(a, "--get") == 0) {
+            o->mode = MODE_GET;
+            o->path = v;
+            ok = v[0] == '/';
+        } else if (strcmp(a, "--port") == 0 && (ok = parse_number(v, 1, 65535, &x))) {
+            o->port = (int)x;
+        } else if (strcmp(a, "--rate") == 0 && (ok = parse_number(v, 0.1, 100000, &x))) {
+            o->rate = x;
+        } else if (strcmp(a, "--duration") == 0 && (ok = parse_number(v, 0.1, 3600, &x))) {
+            o->duration = x;
+        } else if (strcmp(a, "--timeout") == 0 && (ok = parse_number(v, 0.01, 600, &x))) {
+            o->timeout = x;
+        } else if (strcmp(a, "--interval") == 0 && (ok = parse_number(v, 0.001, 60, &x))) {
+            o->interval = x;
+        } else if (strcmp(a, "--conns") == 0 && (ok = parse_number(v, 1, MAX_CONNS, &x))) {
+            o->conns = (int)x;
+        } else if (strcmp(a, "--max-conns") == 0 && (ok = parse_number(v, 1, MAX_CONNS, &x))) {
+            o->max_conns = (int)x;
+        } else if (strcmp(a, "--body-size") == 0 && (ok = parse_number(v, 0, 1 << 26, &x))) {
+            o->body_size = (size_t)x;
+        } else if (strcmp(a, "--csv") == 0) {
+            o->csv = v;
+        } else {
+            ok = false;
+        }
+        if (!ok) {
+            fprintf(stderr, "probe: bad argument: %s%s%s\n", a, v != NULL ? " " : "",
+                    v != NULL && takes_value ? v : "");
+            return -1;
+        }
+        i += takes_value;
+    }
+    if (o->mode != MODE_EVICT && o->port == 0) {
+        fprintf(stderr, "probe: --port is required\n");
+        return -1;
+    }
+    if (o->mode == MODE_EVICT && o->nfiles == 0) {
+        fprintf(stderr, "probe: --evict needs files\n");
+        return -1;
+    }
+    if (o->conns > o->max_conns) {
+        o->conns = o->max_conns;
+    }
+    return 0;
+}
+
+/* Drops the files' pages from the page cache, pass after pass, for --duration. */
+static int evict(const struct options *o)
+{
+    int fds[MAX_FILES];
+    for (int i = 0; i < o->nfiles; i++) {
+        fds[i] = open(o->files[i], O_RDONLY | O_CLOEXEC);
+        if (fds[i] < 0) {
+            fprintf(stderr, "probe: open %s: %s\n", o->files[i], strerror(errno));
+            return 1;
+        }
+    }
+    uint64_t end = uv_hrtime() + (uint64_t)(o->duration * NS_PER_SEC);
+    uint64_t gap = (uint64_t)(o->interval * NS_PER_SEC);
+    struct timespec ts = {.tv_sec = (time_t)(gap / NS_PER_SEC),
+                          .tv_nsec = (long)(gap % NS_PER_SEC)};
+    long passes = 0;
+    int failed = 0;
+    while (uv_hrtime() < end) {
+        for (int i = 0; i < o->nfiles; i++) {
+            int err = posix_fadvise(fds[i], 0, 0, POSIX_FADV_DONTNEED);
+            if (err != 0 && failed++ == 0) {
+                fprintf(stderr, "probe: fadvise %s: %s\n", o->files[i], strerror(err));
+            }
+        }
+        passes++;
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < o->nfiles; i++) {
+        close(fds[i]);
+    }
+    printf("{\"mode\":\"evict\",\"files\":%d,\"passes\":%ld,\"failures\":%d}\n", o->nfiles, passes,
+           failed);
+    return failed == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    static struct probe probe;
+    struct probe *p = &probe;
+    if (parse_args(argc, argv, &p->opt) < 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (p->opt.mode == MODE_EVICT) {
+        return evict(&p->opt);
+    }
+    /* A server closing mid-write must surface as EPIPE, not kill the probe. */
+    signal(SIGPIPE, SIG_IGN);
+    p->loop = uv_default_loop();
+    p->total = (long)(p->opt.rate * p->opt.duration);
+    p->total = p->total < 1 ? 1 : p->total;
+    p->interval_ns = (uint64_t)((double)NS_PER_SEC / p->opt.rate);
+    p->timeout_ns = (uint64_t)(p->opt.timeout * NS_PER_SEC);
+    p->samples = calloc((size_t)p->total, sizeof *p->samples);
+    p->backlog = calloc((size_t)p->total, sizeof *p->backlog);
+    if (p->samples == NULL || p->backlog == NULL || build_request(p) < 0) {
+        fprintf(stderr, "probe: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < p->opt.conns; i++) {
+        struct conn *c = conn_open(p);
+        if (c != NULL) {
+            idle_push(p, c);
+        }
+    }
+    /* Give the first connections a moment to be established before the clock starts. */
+    p->start_ns = uv_hrtime() + 50 * NS_PER_MS;
+    if (uv_timer_init(p->loop, &p->timer) < 0 ||
+        uv_async_init(p->loop, &p->due, probe_on_due) < 0) {
+        fprintf(stderr, "probe: loop setup failed\n");
+        return 1;
+    }
+    p->timer.data = p;
+    p->due.data = p;
+    uv_timer_start(&p->timer, probe_on_timer, 10, 10);
+    if (uv_thread_create(&p->clock, clock_run, p) < 0) {
+        fprintf(stderr, "probe: cannot start the clock thread\n");
+        return 1;
+    }
+    uv_run(p->loop, UV_RUN_DEFAULT);
+    uv_thread_join(&p->clock);
+    int rc = report(p);
+    free(p->samples);
+    free(p->backlog);
+    free(p->request.base);
+    if (uv_loop_close(p->loop) != 0) {
+        fprintf(stderr, "probe: loop not closed cleanly\n");
+        rc = -1;
+    }
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,323 @@
+#include "server/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum key_type { KEY_STRING, KEY_UINT, KEY_SIZE, KEY_PARTITION };
+
+/* One row per key: the file spelling, the flag is the same with '-' for '_'. */
+struct key {
+    const char *name;
+    enum key_type type;
+    size_t offset;
+    size_t field_size; /* for KEY_STRING: the array size */
+    unsigned long long min, max;
+    const char *fallback; /* default, in config-file spelling */
+    const char *arg;      /* placeholder in --help */
+    const char *help;
+};
+
+#define FIELD(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
+
+static const struct key keys[] = {
+    {"listen", KEY_STRING, FIELD(listen), 0, 0, "127.0.0.1:8080", "ADDR:PORT",
+     "address to listen on; port 0 picks a free one"},
+    {"root", KEY_STRING, FIELD(root), 0, 0, "static", "DIR", "directory served"},
+    {"threads", KEY_UINT, FIELD(threads), 1, 1024, "4", "N", "libuv threadpool size"},
+    {"partition", KEY_PARTITION, FIELD(partition), 1, 1ULL << 30, "64k", "SIZE|whole",
+     "bytes per threadpool read of a file"},
+    {"gzip_partition", KEY_PARTITION, FIELD(gzip_partition), 1, 1ULL << 30, "64k", "SIZE|whole",
+     "input bytes deflated per threadpool job"},
+    {"gzip_max_body", KEY_SIZE, FIELD(gzip_max_body), 1, 1ULL << 30, "16m", "SIZE",
+     "largest POST /gzip body (413 beyond)"},
+    {"access_log", KEY_STRING, FIELD(access_log), 0, 0, "-", "PATH|-|off",
+     "Common Log Format access log"},
+};
+
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+static void fail(char err[CONFIG_ERR_MAX], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void fail(char err[CONFIG_ERR_MAX], const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, CONFIG_ERR_MAX, fmt, ap);
+    va_end(ap);
+}
+
+static const struct key *find_key(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (strlen(keys[i].name) == len && strncmp(keys[i].name, name, len) == 0)
+            return &keys[i];
+    }
+    return NULL;
+}
+
+int config_parse_size(const char *text, bool allow_whole, size_t *out)
+{
+    if (allow_whole && strcmp(text, "whole") == 0) {
+        *out = CONFIG_WHOLE;
+        return 0;
+    }
+    if (!isdigit((unsigned char)text[0]))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long n = strtoull(text, &end, 10);
+    if (errno == ERANGE)
+        return -ERANGE;
+    unsigned shift = 0;
+    if (*end == 'k' || *end == 'K')
+        shift = 10;
+    else if (*end == 'm' || *end == 'M')
+        shift = 20;
+    if (shift != 0)
+        end++;
+    if (*end != '\0' || n == 0)
+        return -EINVAL;
+    if (n > (SIZE_MAX >> 1) >> shift)
+        return -ERANGE;
+    *out = (size_t)n << shift;
+    return 0;
+}
+
+void config_format_size(size_t size, char *buf, size_t len)
+{
+    if (size == CONFIG_WHOLE)
+        snprintf(buf, len, "whole");
+    else if (size >= (1u << 20) && size % (1u << 20) == 0)
+        snprintf(buf, len, "%zum", size >> 20);
+    else if (size >= 1024 && size % 1024 == 0)
+        snprintf(buf, len, "%zuk", size >> 10);
+    else
+        snprintf(buf, len, "%zu", size);
+}
+
+static int set_key(struct config *cfg, const struct key *k, const char *text,
+                   char err[CONFIG_ERR_MAX])
+{
+    char *field = (char *)cfg + k->offset;
+    size_t size;
+    int rc;
+
+    switch (k->type) {
+    case KEY_STRING:
+        if (text[0] == '\0' || strlen(text) >= k->field_size) {
+            fail(err, "%s: value must be 1 to %zu characters", k->name, k->field_size - 1);
+            return -1;
+        }
+        memcpy(field, text, strlen(text) + 1);
+        return 0;
+    case KEY_UINT: {
+        char *end;
+        errno = 0;
+        unsigned long long n = isdigit((unsigned char)text[0]) ? strtoull(text, &end, 10) : 0;
+        if (!isdigit((unsigned char)text[0]) || *end != '\0' || errno != 0 || n < k->min ||
+            n > k->max) {
+            fail(err, "%s: '%s' is not a whole number from %llu to %llu", k->name, text, k->min,
+                 k->max);
+            return -1;
+        }
+        *(unsigned *)(void *)field = (unsigned)n;
+        return 0;
+    }
+    case KEY_SIZE:
+    case KEY_PARTITION:
+        rc = config_parse_size(text, k->type == KEY_PARTITION, &size);
+        if (rc == 0 && size != CONFIG_WHOLE && (size < k->min || size > k->max))
+            rc = -ERANGE;
+        if (rc != 0) {
+            fail(err, "%s: '%s' is not a size from %llu to %llum (k and m suffixes%s)", k->name,
+                 text, k->min, k->max >> 20, k->type == KEY_PARTITION ? ", or whole" : "");
+            return -1;
+        }
+        *(size_t *)(void *)field = size;
+        return 0;
+    }
+    abort();
+}
+
+void config_defaults(struct config *cfg)
+{
+    char err[CONFIG_ERR_MAX];
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (set_key(cfg, &keys[i], keys[i].fallback, err) != 0)
+            abort(); /* a bad default is a bug in the table */
+    }
+}
+
+int config_set(struct config *cfg, const char *key, const char *text, char err[CONFIG_ERR_MAX])
+{
+    const struct key *k = find_key(key, strlen(key));
+    if (k == NULL) {
+        fail(err, "unknown key '%s'", key);
+        return -1;
+    }
+    return set_key(cfg, k, text, err);
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *end = s + strlen(s);
+    while (end > s && isspace((unsigned char)end[-1]))
+        *--end = '\0';
+    return s;
+}
+
+int config_load_file(struct config *cfg, const char *path, char err[CONFIG_ERR_MAX])
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        fail(err, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    char msg[CONFIG_ERR_MAX];
+    int lineno = 0;
+    int rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
+        lineno++;
+        if (strchr(line, '\n') == NULL && !feof(f)) {
+            fail(err, "%s:%d: line too long", path, lineno);
+            rc = -1;
+            break;
+        }
+        char *hash = strchr(line, '#');
+        if (hash != NULL)
+            *hash = '\0';
+        char *s = trim(line);
+        if (*s == '\0')
+            continue;
+        char *eq = strchr(s, '=');
+        if (eq == NULL) {
+            fail(err, "%s:%d: expected 'key = value'", path, lineno);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        if (config_set(cfg, trim(s), trim(eq + 1), msg) != 0) {
+            fail(err, "%s:%d: %s", path, lineno, msg);
+            rc = -1;
+        }
+    }
+    if (rc == 0 && ferror(f)) {
+        fail(err, "%s: read error", path);
+        rc = -1;
+    }
+    fclose(f);
+    return rc;
+}
+
+static bool is_config_flag(const char *arg)
+{
+    return strcmp(arg, "-c") == 0 || strcmp(arg, "--config") == 0;
+}
+
+const char *config_cli_file(int argc, char **argv)
+{
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (is_config_flag(argv[i]) && i + 1 < argc)
+            file = argv[++i];
+        else if (strncmp(argv[i], "--config=", 9) == 0)
+            file = argv[i] + 9;
+    }
+    return file;
+}
+
+/* Maps "--gzip-partition" to its table row; LEN excludes any "=value". */
+static const struct key *find_flag(const char *flag, size_t len)
+{
+    char name[64];
+    if (len >= sizeof name)
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        name[i] = flag[i] == '-' ? '_' : flag[i];
+    return find_key(name, len);
+}
+
+int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_action *action,
+                     char err[CONFIG_ERR_MAX])
+{
+    char msg[CONFIG_ERR_MAX];
+    bool have_dir = false;
+    *action = CONFIG_RUN;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            *action = CONFIG_HELP;
+            return 0;
+        }
+        if (strcmp(arg, "-V") == 0 || strcmp(arg, "--version") == 0) {
+            *action = CONFIG_VERSION;
+            return 0;
+        }
+        if (is_config_flag(arg)) {
+            if (++i == argc) {
+                fail(err, "%s needs a file", arg);
+                return -1;
+            }
+            continue;
+        }
+        if (strncmp(arg, "--config=", 9) == 0)
+            continue;
+        if (arg[0] != '-' || arg[1] == '\0') {
+            if (have_dir) {
+                fail(err, "more than one directory given: '%s'", arg);
+                return -1;
+            }
+            have_dir = true;
+            if (config_set(cfg, "root", arg, msg) != 0) {
+                fail(err, "%s", msg);
+                return -1;
+            }
+            continue;
+        }
+        const char *eq = strchr(arg, '=');
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const struct key *k = strncmp(arg, "--", 2) == 0 ? find_flag(arg + 2, len - 2) : NULL;
+        if (k == NULL) {
+            fail(err, "unknown option '%.*s' (see --help)", (int)len, arg);
+            return -1;
+        }
+        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (value == NULL) {
+            fail(err, "%s needs a value", arg);
+            return -1;
+        }
+        if (set_key(cfg, k, value, msg) != 0) {
+            fail(err, "--%s", msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void config_usage(FILE *out, const char *argv0)
+{
+    fprintf(out,
+            "usage: %s [OPTIONS] [DIR]\n"
+            "Serves DIR (or the configured root) over HTTP/1.1, reading files through the\n"
+            "libuv threadpool in partitions.\n\n"
+            "  -c, --config FILE          configuration file (default conf/unclog.conf if present)\n",
+            argv0);
+    for (size_t i = 0; i < NKEYS; i++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s %s", keys[i].name, keys[i].arg);
+        for (char *p = flag + 2; *p != ' '; p++) {
+            if (*p == '_')
+                *p = '-';
+        }
+        fprintf(out, "      %-25s  %s (default %s)\n", flag, keys[i].help, keys[i].fallback);
+    }
+    fprintf(out, "  -h, --help                 this text\n"
+                 "  -V, --version              print the version\n");
+}

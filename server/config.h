@@ -1,0 +1,60 @@
+#ifndef UNCLOG_CONFIG_H
+#define UNCLOG_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* A partition of CONFIG_WHOLE means one threadpool job for the whole file or body. */
+#define CONFIG_WHOLE SIZE_MAX
+
+#define CONFIG_ERR_MAX 512
+
+/* The parsed configuration: read-only once the server has started. */
+struct config {
+    char listen[128];
+    char root[PATH_MAX];
+    unsigned threads;
+    size_t partition;
+    size_t gzip_partition;
+    size_t gzip_max_body;
+    char access_log[PATH_MAX];
+};
+
+/* What the command line asked for besides settings. */
+enum config_action { CONFIG_RUN, CONFIG_HELP, CONFIG_VERSION };
+
+/* Fills CFG with every key's default. */
+void config_defaults(struct config *cfg);
+
+/* Parses "123", "64k", "16m" (binary units); with ALLOW_WHOLE also "whole".
+ * Returns 0, or -EINVAL for anything else, zero included, and -ERANGE on overflow. */
+int config_parse_size(const char *text, bool allow_whole, size_t *out);
+
+/* Sets KEY (config-file spelling, e.g. "gzip_partition") from TEXT.
+ * Returns 0, or -1 with a message (no location) in ERR. */
+int config_set(struct config *cfg, const char *key, const char *text, char err[CONFIG_ERR_MAX]);
+
+/* Reads a `key = value` file. Returns 0, or -1 with "PATH:LINE: message"
+ * (or "PATH: reason" when it cannot be read) in ERR. */
+int config_load_file(struct config *cfg, const char *path, char err[CONFIG_ERR_MAX]);
+
+/* Finds the config file named on the command line (-c FILE, --config FILE,
+ * --config=FILE). Returns it, or NULL when none is named. */
+const char *config_cli_file(int argc, char **argv);
+
+/* Applies every command-line flag (--key VALUE, --key=VALUE, a positional
+ * DIR as root) over CFG, skipping -c. Returns 0 with *ACTION set, or -1 with a
+ * message in ERR. */
+int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_action *action,
+                     char err[CONFIG_ERR_MAX]);
+
+/* Writes the --help text, generated from the key table, to OUT. */
+void config_usage(FILE *out, const char *argv0);
+
+/* Formats a size the way a config file would spell it ("64k", "whole"). */
+void config_format_size(size_t size, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,105 @@
+#ifndef UNCLOG_CONN_H
+#define UNCLOG_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/pump.h"
+
+struct conn;
+struct server;
+
+/* Request headers the handlers look at; others are counted and dropped. */
+enum header {
+    HEADER_EXPECT,
+    HEADER_RANGE,
+    HEADER_IF_RANGE,
+    HEADER_IF_MATCH,
+    HEADER_IF_NONE_MATCH,
+    HEADER_IF_MODIFIED_SINCE,
+    HEADER_IF_UNMODIFIED_SINCE,
+    HEADER_ACCEPT_ENCODING,
+    HEADER_COUNT
+};
+
+/* The request being served. Strings are NUL-terminated and live in the
+ * connection until the response is complete. */
+struct request {
+    int method;     /* llhttp_method_t */
+    int http_minor; /* 0 or 1 (HTTP/1.x) */
+    bool keep_alive;
+    bool head; /* method is HEAD: send the head only */
+    const char *target;
+    size_t target_len;
+    uint64_t content_length; /* when has_length */
+    bool has_length, chunked;
+    const char *headers[HEADER_COUNT]; /* NULL when absent; repeats joined by ", " */
+};
+
+/* What a route's callbacks return: 0 when the handler answers (now or
+ * later), or an HTTP status >= 400 for the core to answer with a small body. */
+
+struct route {
+    const char *path;   /* exact path; NULL marks the fallback */
+    uint64_t methods;   /* bit (1 << llhttp_method_t) per allowed method */
+    const char *allow;  /* the Allow header for 405 */
+    /* Optional: headers are in; may refuse (413...) before the body is read. */
+    int (*on_headers)(struct conn *c, const struct request *req);
+    /* Optional: a piece of the decoded body; without it the body is dropped. */
+    int (*on_body)(struct conn *c, const char *at, size_t len);
+    /* The whole request is in: answer it. */
+    int (*on_request)(struct conn *c, const struct request *req);
+};
+
+/* Per-request state of a handler, freed by the core with FREE_FN when the
+ * request ends or the connection dies. Replaces (and frees) any previous. */
+void conn_set_state(struct conn *c, void *state, void (*free_fn)(void *));
+void *conn_state(struct conn *c);
+/* Hands the state back to the caller without freeing it. */
+void *conn_take_state(struct conn *c);
+
+struct server *conn_server(struct conn *c);
+const struct request *conn_request(const struct conn *c);
+
+/* Keeps C alive across threadpool work the handler started; every hold is
+ * matched by one conn_release, which may free C. conn_closing() says whether
+ * the response is still wanted. */
+void conn_hold(struct conn *c);
+void conn_release(struct conn *c);
+bool conn_closing(const struct conn *c);
+
+/* Response head, built in the connection's buffer: status line, Date,
+ * Server and Connection come from conn_head_start; handlers add the rest. */
+void conn_head_start(struct conn *c, int status);
+void conn_head_add(struct conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Sends the head alone (HEAD, 304, empty bodies). */
+void conn_send_head(struct conn *c);
+/* Sends the head, Content-Length and a copy of BODY. */
+void conn_send_body(struct conn *c, const char *body, size_t len);
+/* Sends the head then SRC's bytes: with Content-Length LEN when known
+ * (LEN >= 0), else chunked on HTTP/1.1 or close-delimited on 1.0. Takes SRC. */
+void conn_send_source(struct conn *c, struct pump_source *src, long long len);
+/* A complete small error response for STATUS (>= 400), with Allow for 405. */
+void conn_send_error(struct conn *c, int status, const char *allow);
+
+/* The reason phrase of STATUS ("Not Found"). */
+const char *http_reason(int status);
+
+
+
+/* ---- for the server module ---- */
+
+/* Accepts one pending connection on SRV's listener and starts reading.
+ * Returns 0 or a negative UV_E* code (nothing is left allocated). */
+int conn_accept(struct server *srv);
+
+/* Server shutdown: closes C now if it is between requests, else after the
+ * response in progress. FORCE closes it regardless. */
+void conn_shutdown(struct conn *c, bool force);
+
+/* The next live connection after C in the server's list. */
+struct conn *conn_next(const struct conn *c);
+
+#endif

@@ -1,0 +1,248 @@
+#include "server/pump.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "server/config.h"
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* Buffers above this size (the `whole` mode) are freed after each response
+ * rather than kept for the connection's next one. */
+#define KEEP_BUFFER_MAX (1u << 20)
+
+static const char crlf[] = "\r\n";
+static const char last_chunk[] = "0\r\n\r\n";
+
+static void fill_next(struct pump *pump);
+
+void pump_init(struct pump *pump, uv_stream_t *stream, pump_done_fn done)
+{
+    *pump = (struct pump){.stream = stream, .done = done, .filling = -1};
+    for (int i = 0; i < 2; i++)
+        pump->slots[i].pump = pump;
+}
+
+bool pump_busy(const struct pump *pump)
+{
+    return pump->filling >= 0 || pump->slots[0].busy || pump->slots[1].busy;
+}
+
+void pump_free(struct pump *pump)
+{
+    for (int i = 0; i < 2; i++) {
+        free(pump->slots[i].buf);
+        pump->slots[i].buf = NULL;
+    }
+    pump->cap = 0;
+}
+
+/* Ends the response once nothing is in flight; FAILED responses report an error. */
+static void finish_if_idle(struct pump *pump)
+{
+    if (pump->src == NULL || pump_busy(pump))
+        return;
+    if (!pump->eof && !pump->failed && !pump->stopping)
+        return;
+    pump->src->ops->release(pump->src);
+    pump->src = NULL;
+    if (pump->cap > KEEP_BUFFER_MAX)
+        pump_free(pump);
+    pump->done(pump, pump->failed || !pump->eof ? UV_ECANCELED : 0);
+}
+
+static void pump_on_write(uv_write_t *req, int status)
+{
+    struct pump_slot *slot = container_of(req, struct pump_slot, req);
+    struct pump *pump = slot->pump;
+    slot->busy = false;
+    if (status < 0)
+        pump->failed = true;
+    else if (!pump->eof && !pump->failed && !pump->stopping)
+        fill_next(pump);
+    finish_if_idle(pump);
+}
+
+/* Hands SLOT's piece to the socket, with the head before the first piece
+ * and the chunk framing around it. */
+static void write_slot(struct pump *pump, struct pump_slot *slot)
+{
+    uv_buf_t bufs[5];
+    unsigned n = 0;
+    if (pump->head != NULL) {
+        bufs[n++] = uv_buf_init((char *)pump->head, (unsigned)pump->head_len);
+        pump->head = NULL;
+    }
+    if (pump->chunked && slot->len > 0) {
+        int len = snprintf(slot->frame, sizeof slot->frame, "%zx\r\n", slot->len);
+        bufs[n++] = uv_buf_init(slot->frame, (unsigned)len);
+    }
+    if (slot->len > 0)
+        bufs[n++] = uv_buf_init(slot->buf, (unsigned)slot->len);
+    if (pump->chunked && slot->len > 0)
+        bufs[n++] = uv_buf_init((char *)crlf, 2);
+    if (pump->chunked && pump->eof)
+        bufs[n++] = uv_buf_init((char *)last_chunk, sizeof last_chunk - 1);
+    if (n == 0) {
+        slot->busy = false;
+        return;
+    }
+    pump->sent += slot->len;
+    int rc = uv_write(&slot->req, pump->stream, bufs, n, pump_on_write);
+    if (rc < 0) {
+        slot->busy = false;
+        pump->failed = true;
+    }
+}
+
+static void fill_work(struct gateway_job *job)
+{
+    struct pump *pump = container_of(job, struct pump, job);
+    struct pump_slot *slot = &pump->slots[pump->filling];
+    size_t len = 0;
+    pump->fill_eof = false;
+    pump->fill_rc = pump->src->ops->fill(pump->src, slot->buf, pump->cap, &len, &pump->fill_eof);
+    slot->len = len;
+}
+
+static void fill_after_work(struct gateway_job *job, int status)
+{
+    struct pump *pump = container_of(job, struct pump, job);
+    struct pump_slot *slot = &pump->slots[pump->filling];
+    pump->filling = -1;
+    if (status < 0 || pump->fill_rc < 0 || pump->stopping) {
+        slot->busy = false;
+        pump->failed = true;
+    } else {
+        pump->eof = pump->fill_eof;
+        write_slot(pump, slot);
+        if (!pump->eof && !pump->failed)
+            fill_next(pump);
+    }
+    finish_if_idle(pump);
+}
+
+/* Starts a fill into a free slot, if there is one and none is in flight. */
+static void fill_next(struct pump *pump)
+{
+    if (pump->filling >= 0)
+        return;
+    int i = !pump->slots[0].busy ? 0 : !pump->slots[1].busy ? 1 : -1;
+    if (i < 0)
+        return;
+    struct pump_slot *slot = &pump->slots[i];
+    if (slot->buf == NULL) {
+        slot->buf = malloc(pump->cap);
+        if (slot->buf == NULL) {
+            pump->failed = true;
+            return;
+        }
+    }
+    slot->busy = true;
+    pump->filling = i;
+    int rc = gateway_submit(pump->stream->loop, &pump->job, pump->src->cls, fill_work,
+                            fill_after_work);
+    if (rc < 0) {
+        slot->busy = false;
+        pump->filling = -1;
+        pump->failed = true;
+    }
+}
+
+int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
+               bool chunked)
+{
+    if (src->buf_size != pump->cap) {
+        pump_free(pump);
+        pump->cap = src->buf_size;
+    }
+    pump->src = src;
+    pump->head = head;
+    pump->head_len = head_len;
+    pump->sent = 0;
+    pump->chunked = chunked;
+    pump->eof = pump->failed = pump->stopping = false;
+    fill_next(pump);
+    if (pump->failed) {
+        pump->src = NULL;
+        src->ops->release(src);
+        return UV_ENOMEM;
+    }
+    return 0;
+}
+
+void pump_stop(struct pump *pump)
+{
+    if (pump->src == NULL)
+        return;
+    pump->stopping = true;
+    if (pump->filling >= 0)
+        gateway_cancel(&pump->job);
+    finish_if_idle(pump);
+}
+
+/* ---- the file source ------------------------------------------------------ */
+
+struct file_source {
+    struct pump_source base;
+    int fd;
+    unsigned long long offset, left;
+    size_t partition;
+};
+
+static int file_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
+{
+    struct file_source *fs = (struct file_source *)src;
+    size_t want = fs->left < cap ? (size_t)fs->left : cap;
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = pread(fs->fd, buf + got, want - got, (off_t)(fs->offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO; /* the file shrank under us: the promised length is a lie now */
+        got += (size_t)n;
+    }
+    fs->offset += got;
+    fs->left -= got;
+    *len = got;
+    *eof = fs->left == 0;
+    if (*eof) {
+        close(fs->fd); /* here, not on the loop thread */
+        fs->fd = -1;
+    }
+    return 0;
+}
+
+static void file_release(struct pump_source *src)
+{
+    struct file_source *fs = (struct file_source *)src;
+    if (fs->fd >= 0)
+        close(fs->fd);
+    free(fs);
+}
+
+static const struct pump_source_ops file_ops = {file_fill, file_release};
+
+struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len,
+                                     size_t partition)
+{
+    struct file_source *fs = malloc(sizeof *fs);
+    if (fs == NULL) {
+        close(fd);
+        return NULL;
+    }
+    size_t piece = partition == CONFIG_WHOLE || partition > len ? (size_t)len : partition;
+    *fs = (struct file_source){
+        .base = {.ops = &file_ops, .cls = GATEWAY_READ, .buf_size = piece ? piece : 1},
+        .fd = fd,
+        .offset = offset,
+        .left = len,
+        .partition = partition,
+    };
+    return &fs->base;
+}

@@ -1,0 +1,95 @@
+#ifndef UNCLOG_PUMP_H
+#define UNCLOG_PUMP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "server/gateway.h"
+
+/* The chunked reader. A pump moves bytes that a *source* produces on the
+ * threadpool (file reads, deflate slices) to a connection's socket:
+ *
+ *   fill slot A on the pool -> write A -> fill slot B -> write B -> fill A ...
+ *
+ * At most one fill is in flight, and a fill starts only when a slot is free,
+ * i.e. when its previous contents have been written to the socket. With two
+ * slots, a response never holds more than two buffers of source->buf_size
+ * bytes, however large the file and however slow the client. */
+
+struct pump_source;
+
+struct pump_source_ops {
+    /* Worker thread: write the next piece into BUF (CAP bytes), set *LEN and,
+     * after the last piece, *EOF. Returns 0 or a negative errno. Touches only
+     * the source. */
+    int (*fill)(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof);
+    /* Loop thread: release everything the source owns, itself included. */
+    void (*release)(struct pump_source *src);
+};
+
+struct pump_source {
+    const struct pump_source_ops *ops;
+    enum gateway_class cls; /* the job class its fills are counted under */
+    size_t buf_size;        /* bytes per slot */
+};
+
+struct pump;
+
+/* Tells the owner that the response is complete (STATUS 0: every byte is in
+ * the socket's hands) or failed (negative: the connection must be closed). */
+typedef void (*pump_done_fn)(struct pump *pump, int status);
+
+struct pump_slot {
+    uv_write_t req;
+    struct pump *pump;
+    char *buf; /* owned by the pump; reused across responses */
+    size_t len;
+    char frame[24]; /* chunk-size line when chunked */
+    bool busy;      /* being filled, or written and not yet confirmed */
+};
+
+/* Embedded in its connection. Owns its slots' buffers and, while running,
+ * the source. */
+struct pump {
+    uv_stream_t *stream;
+    pump_done_fn done;
+    struct pump_source *src; /* NULL when idle */
+    struct gateway_job job;
+    struct pump_slot slots[2];
+    size_t cap;             /* size of each slot's buffer */
+    int filling;            /* slot being filled, or -1 */
+    int fill_rc;            /* the fill's result, written by the worker */
+    bool fill_eof;          /* the fill produced the last piece */
+    const char *head;       /* response head, sent with the first piece */
+    size_t head_len;
+    unsigned long long sent; /* body bytes handed to the socket (framing excluded) */
+    bool chunked, eof, failed, stopping;
+};
+
+/* Prepares an idle pump writing to STREAM. */
+void pump_init(struct pump *pump, uv_stream_t *stream, pump_done_fn done);
+
+/* Streams SRC after HEAD (not copied: it must live until DONE) with
+ * Transfer-Encoding chunked framing if CHUNKED. Takes ownership of SRC even on
+ * failure. Returns 0, or a negative UV_E* code (DONE will not run). */
+int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
+               bool chunked);
+
+/* True while a fill is on the pool or a write is in the socket's queue. */
+bool pump_busy(const struct pump *pump);
+
+/* The connection is closing: cancel what can be cancelled; DONE runs once
+ * the last fill and write are back. */
+void pump_stop(struct pump *pump);
+
+/* Frees the slots' buffers. The pump must not be busy. */
+void pump_free(struct pump *pump);
+
+/* A source that reads [OFFSET, OFFSET+LEN) of FD in pieces of PARTITION
+ * bytes (CONFIG_WHOLE: one piece), closing FD after the last piece. Takes
+ * ownership of FD. Returns NULL when out of memory (FD is then closed). */
+struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len,
+                                     size_t partition);
+
+#endif

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+# Configuration: --help/--version, the config file (keys, comments, size
+# suffixes, `whole`), flags overriding the file, the positional DIR, and the
+# fatal `FILE:LINE: message` errors with exit status 2.
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Server, is_, like, ok, run, run_bin  # noqa: E402
+
+
+def test_help_version():
+    status, out, err = run_bin(["--help"])
+    is_(status, 0, "--help exits 0")
+    like(out + err, r"--partition", "--help lists --partition")
+    like(out + err, r"--gzip-max-body", "--help lists --gzip-max-body")
+    status, out, err = run_bin(["-h"])
+    is_(status, 0, "-h exits 0")
+    status, out, err = run_bin(["--version"])
+    is_(status, 0, "--version exits 0")
+    ok((out + err).strip(), "--version prints something", "stdout %r stderr %r" % (out, err))
+    status, out, err = run_bin(["-V"])
+    is_(status, 0, "-V exits 0")
+
+
+def test_config_file():
+    text = """# every key, with comments and odd spacing
+listen = 127.0.0.1:0
+
+   threads=3
+partition = 8k    # trailing comment
+gzip_partition = whole
+gzip_max_body = 2m
+"""
+    srv = Server(conf_text=text, defaults=False, name="file-only server")
+    # root and access_log from the file too: their values need the temp dir.
+    with open(srv.conf_path, "a") as f:
+        f.write("root = %s\naccess_log = %s\n" % (srv.root, srv.access_log))
+    srv.write_file("x.txt", b"hello")
+    with srv:
+        like(srv.startup_line, r"listening on http://127\.0\.0\.1:\d+/",
+             "startup line names the bound address")
+        like(srv.stderr(), r"partition", "startup output mentions the partition")
+        like(srv.stderr(), r"threads", "startup output mentions the threads")
+        resp = srv.get("/x.txt")
+        is_((resp.status, resp.body), (200, b"hello"), "root from the config file is served")
+        st = srv.stats()
+        is_(st.get("threads"), 3, "threads = 3 from the file")
+        is_(st.get("partition"), 8192, "partition = 8k is 8192 bytes")
+        is_(st.get("gzip_partition"), "whole", "gzip_partition = whole")
+        big = b"z" * (1024 * 1024 + 1)
+        resp = srv.conn().roundtrip("POST", "/gzip", body=big)
+        is_(resp.status, 200, "gzip_max_body = 2m admits a body of 1 MiB + 1")
+
+    srv = Server(conf={"threads": 3, "partition": "8k", "gzip_partition": "1m"},
+                 args=["--threads", "2", "--partition", "16k"], name="override server")
+    with srv:
+        st = srv.stats()
+        is_(st.get("threads"), 2, "--threads overrides the file")
+        is_(st.get("partition"), 16384, "--partition 16k overrides the file")
+        is_(st.get("gzip_partition"), 1048576, "gzip_partition = 1m from the file is kept")
+
+    srv = Server(args=["--partition", "whole", "--gzip-partition", "4k",
+                       "--gzip-max-body", "64k"], name="flag server")
+    with srv:
+        st = srv.stats()
+        is_(st.get("partition"), "whole", "--partition whole")
+        is_(st.get("gzip_partition"), 4096, "--gzip-partition 4k")
+        resp = srv.conn().roundtrip("POST", "/gzip", body=b"y" * (64 * 1024 + 1))
+        is_(resp.status, 413, "--gzip-max-body 64k refuses 64 KiB + 1")
+
+
+def test_positional_dir():
+    srv = Server(defaults=False, name="positional server")
+    srv.write_file("p.txt", b"positional")
+    srv.args = ["--listen", "127.0.0.1:0", "--access-log", "off", srv.root]
+    with srv:
+        resp = srv.get("/p.txt")
+        is_((resp.status, resp.body), (200, b"positional"), "positional DIR is the root")
+
+
+def expect_config_error(text, line, desc, args=()):
+    """A config file whose line `line` is bad: exit 2 and CONF:LINE: on stderr."""
+    tmp = tempfile.mkdtemp(prefix="unclog-test-")
+    conf = os.path.join(tmp, "bad.conf")
+    with open(conf, "w") as f:
+        f.write(text)
+    status, out, err = run_bin(["-c", conf, "--listen", "127.0.0.1:0", "--access-log", "off",
+                                "--root", tmp] + list(args))
+    ok(status == 2, "%s: exit status 2" % desc, "status %r (None: still running, killed)"
+       % status, "stderr: %s" % err[-2000:])
+    like(err, re.escape(conf) + ":%d:" % line, "%s: stderr says CONF:%d:" % (desc, line))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def expect_flag_error(args, desc):
+    tmp = tempfile.mkdtemp(prefix="unclog-test-")
+    conf = os.path.join(tmp, "empty.conf")
+    open(conf, "w").close()
+    status, out, err = run_bin(["-c", conf, "--listen", "127.0.0.1:0", "--access-log", "off",
+                                "--root", tmp] + list(args))
+    ok(status == 2, "%s: exit status 2" % desc, "status %r (None: still running, killed)"
+       % status, "stderr: %s" % err[-2000:])
+    ok(err.strip(), "%s: a message on stderr" % desc)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_errors():
+    expect_config_error("# comment\n\nbogus_key = 1\n", 3, "unknown key")
+    expect_config_error("threads = 2\npartition = 0\n", 2, "partition = 0")
+    expect_config_error("threads = abc\n", 1, "threads = abc")
+    expect_config_error("threads = 0\n", 1, "threads = 0")
+    expect_config_error("threads = 1025\n", 1, "threads = 1025")
+    expect_config_error("#\n#\n#\ngzip_max_body = 12q\n", 4, "gzip_max_body = 12q")
+    expect_config_error("partition = 64k\ngzip_partition = 0\n", 2, "gzip_partition = 0")
+    expect_config_error("gzip_max_body = whole\n", 1, "gzip_max_body = whole")
+    expect_config_error("threads 4\n", 1, "a line without =")
+    expect_config_error("partition = -4k\n", 1, "partition = -4k")
+
+    expect_flag_error(["--partition", "12q"], "--partition 12q")
+    expect_flag_error(["--partition", "0"], "--partition 0")
+    expect_flag_error(["--threads", "abc"], "--threads abc")
+
+    status, out, err = run_bin(["--no-such-flag"])
+    ok(status not in (0, None), "an unknown flag fails", "status %r stderr %s" % (status, err))
+    status, out, err = run_bin(["-c", "/nonexistent/unclog.conf", "--listen", "127.0.0.1:0"])
+    ok(status not in (0, None), "a missing config file fails",
+       "status %r stderr %s" % (status, err))
+
+
+def main():
+    test_help_version()
+    test_config_file()
+    test_positional_dir()
+    test_errors()
+
+
+run(main)

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+# Connection handling: HTTP/1.1 keep-alive by default, Connection: close,
+# HTTP/1.0 with and without keep-alive, pipelining (answers in order, also
+# across large files and POST /gzip), requests split into tiny writes.
+import os
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (KiB, MiB, Server, build_request, is_, like, note, ok,  # noqa: E402
+                     gunzip, random_bytes, run)
+
+FILES = {
+    "a.txt": b"file a",
+    "b.txt": b"file bb",
+    "c.txt": b"file ccc",
+    "big.bin": random_bytes(1 * MiB + 5, 7),
+    "mid.bin": random_bytes(200 * KiB + 1, 8),
+}
+
+
+def test_keepalive(srv):
+    with srv.conn() as conn:
+        for i in range(20):
+            name = "abc"[i % 3] + ".txt"
+            resp = conn.roundtrip("GET", "/" + name)
+            if not ok(resp.status == 200 and resp.body == FILES[name],
+                      "keep-alive request %d on one connection" % (i + 1), repr(resp)):
+                return
+        ok("close" not in resp.tokens("Connection"), "HTTP/1.1 answer does not announce close",
+           "Connection: %r" % resp.header("Connection"))
+        is_(conn.wait_closed(0.3), "open", "connection stays open after 20 requests")
+
+    with srv.conn() as conn:
+        resp = conn.roundtrip("GET", "/a.txt", headers={"Connection": "close"})
+        is_((resp.status, resp.body), (200, FILES["a.txt"]), "GET with Connection: close")
+        note("Connection header of the answer: %r" % resp.header("Connection"))
+        is_(conn.wait_closed(), "closed", "server closes after Connection: close")
+
+    with srv.conn() as conn:
+        resp = conn.roundtrip("GET", "/big.bin", headers={"Connection": "close"})
+        ok(resp.status == 200 and resp.body == FILES["big.bin"],
+           "1 MiB GET with Connection: close is complete", repr(resp))
+        is_(conn.wait_closed(), "closed", "server closes after the 1 MiB body")
+
+
+def test_http10(srv):
+    with srv.conn() as conn:
+        resp = conn.roundtrip("GET", "/b.txt", version="HTTP/1.0", host=False)
+        like(resp.version, r"^HTTP/1\.[01]$", "HTTP/1.0 request: HTTP/1.x status line")
+        is_((resp.status, resp.body), (200, FILES["b.txt"]), "HTTP/1.0 GET body")
+        is_(conn.wait_closed(), "closed", "HTTP/1.0 without keep-alive: server closes")
+
+    with srv.conn() as conn:
+        resp = conn.roundtrip("GET", "/b.txt", version="HTTP/1.0",
+                              headers={"Connection": "keep-alive"})
+        is_((resp.status, resp.body), (200, FILES["b.txt"]), "HTTP/1.0 keep-alive: first")
+        note("Connection header of the answer: %r" % resp.header("Connection"))
+        ok(not resp.chunked, "HTTP/1.0 answer is not chunked")
+        resp = conn.roundtrip("GET", "/c.txt", version="HTTP/1.0",
+                              headers={"Connection": "keep-alive"})
+        is_((resp.status, resp.body), (200, FILES["c.txt"]), "HTTP/1.0 keep-alive: second")
+        resp = conn.roundtrip("GET", "/a.txt", version="HTTP/1.0")
+        is_((resp.status, resp.body), (200, FILES["a.txt"]), "HTTP/1.0 third, without keep-alive")
+        is_(conn.wait_closed(), "closed", "then the server closes")
+
+    with srv.conn() as conn:
+        resp = conn.roundtrip("HEAD", "/mid.bin", version="HTTP/1.0")
+        is_((resp.status, resp.header("Content-Length")), (200, str(len(FILES["mid.bin"]))),
+            "HTTP/1.0 HEAD")
+        is_(conn.wait_closed(), "closed", "HTTP/1.0 HEAD: server closes")
+
+
+def pipeline(srv, reqs, desc, close_at_end=False):
+    """Send reqs [(method, target, body)] in one write; check in-order answers."""
+    raw = b""
+    for i, (method, target, body) in enumerate(reqs):
+        headers = {}
+        if close_at_end and i == len(reqs) - 1:
+            headers["Connection"] = "close"
+        raw += build_request(method, target, body=body, headers=headers)
+    with srv.conn() as conn:
+        conn.send(raw)
+        got = conn.read_responses([m for m, _, _ in reqs])
+        for (method, target, body), resp in zip(reqs, got):
+            if target == "/gzip":
+                good = resp.status == 200 and gunzip(resp.body) == body
+            elif target.startswith("/missing"):
+                good = resp.status == 404
+            elif method == "HEAD":
+                good = (resp.status == 200 and
+                        resp.header("Content-Length") == str(len(FILES[target[1:]])))
+            else:
+                good = resp.status == 200 and resp.body == FILES[target[1:]]
+            ok(good, "%s: %s %s answered in order" % (desc, method, target), repr(resp))
+        if close_at_end:
+            is_(conn.wait_closed(), "closed", "%s: closed after the last" % desc)
+        else:
+            resp = conn.roundtrip("GET", "/a.txt")
+            is_(resp.body, FILES["a.txt"], "%s: connection usable afterwards" % desc)
+
+
+def test_pipelining(srv):
+    pipeline(srv, [("GET", "/a.txt", None), ("GET", "/b.txt", None), ("GET", "/c.txt", None),
+                   ("HEAD", "/b.txt", None), ("GET", "/missing.txt", None),
+                   ("GET", "/a.txt", None)], "small files")
+    pipeline(srv, [("GET", "/big.bin", None), ("GET", "/a.txt", None),
+                   ("GET", "/mid.bin", None), ("HEAD", "/big.bin", None),
+                   ("GET", "/c.txt", None)], "big file first")
+    pipeline(srv, [("GET", "/a.txt", None), ("POST", "/gzip", b"compress me " * 1000),
+                   ("GET", "/mid.bin", None), ("POST", "/gzip", b""), ("GET", "/b.txt", None)],
+             "with POST /gzip")
+    pipeline(srv, [("GET", "/a.txt", None), ("GET", "/b.txt", None), ("GET", "/c.txt", None)],
+             "last with Connection: close", close_at_end=True)
+    pipeline(srv, [("GET", "/a.txt", None)] * 100, "100 requests")
+
+
+def test_split_writes(srv):
+    raw = build_request("GET", "/c.txt", headers={"X-Padding": "p" * 40})
+    with srv.conn() as conn:
+        for i in range(len(raw)):
+            conn.send(raw[i:i + 1])
+            time.sleep(0.001)
+        resp = conn.read_response()
+        is_((resp.status, resp.body), (200, FILES["c.txt"]), "request sent one byte per write")
+        body = b"0123456789" * 300
+        raw = build_request("POST", "/gzip", body=body) + build_request("GET", "/a.txt")
+        for i in range(0, len(raw), 97):
+            conn.send(raw[i:i + 97])
+        resp = conn.read_response()
+        ok(resp.status == 200 and gunzip(resp.body) == body,
+           "POST /gzip in 97-byte writes", repr(resp))
+        resp = conn.read_response()
+        is_((resp.status, resp.body), (200, FILES["a.txt"]),
+            "GET sharing a write with the end of a POST body")
+
+
+def main():
+    with Server(files=FILES) as srv:
+        test_keepalive(srv)
+        test_http10(srv)
+        test_pipelining(srv)
+        test_split_writes(srv)
+
+
+run(main)

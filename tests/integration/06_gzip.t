@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+# POST /gzip: the answer is application/gzip and decompresses to exactly the
+# request body, for Content-Length and chunked bodies, at --gzip-partition
+# 4k, 64k and whole; 413 beyond --gzip-max-body, sent before the body is; a
+# round trip through curl and the real gzip -d.
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (SLOW, KiB, MiB, Conn, ProtocolError, Server, build_request,  # noqa: E402
+                     diag, gunzip, is_, ok, random_bytes, run, text_bytes)
+
+LIMIT = 2 * MiB
+RANDOM_1M = random_bytes(MiB, 11)
+MIXED = text_bytes(100 * KiB) + random_bytes(70 * KiB, 12) + text_bytes(90 * KiB + 3)
+
+CASES = [
+    ("0 B", b""),
+    ("1 KiB text", text_bytes(KiB)),
+    ("1 MiB random", RANDOM_1M),
+    ("260 KiB mixed", MIXED),
+]
+CHUNKED = [
+    ("chunked, 7 uneven chunks", [b"a", text_bytes(100), random_bytes(5000, 13),
+                                  random_bytes(70000, 14), b"xyz", text_bytes(65536),
+                                  random_bytes(12345, 15)]),
+    ("chunked, 2000 chunks of 7 B", [b"%07d" % i for i in range(2000)]),
+    ("chunked, one 1 MiB chunk", [RANDOM_1M]),
+]
+
+
+def check_answer(resp, want, desc):
+    is_(resp.status, 200, "%s: 200" % desc)
+    is_(resp.media_type, "application/gzip", "%s: Content-Type application/gzip" % desc)
+    is_(resp.body[:2], b"\x1f\x8b", "%s: gzip magic" % desc)
+    got = gunzip(resp.body)
+    ok(got == want, "%s: decompresses to the request body (%d bytes)" % (desc, len(want)),
+       "gzip.decompress: %s" % ("invalid gzip stream" if got is None else "%d bytes" % len(got)))
+
+
+def check_partition(partition):
+    with Server(args=["--gzip-partition", partition, "--gzip-max-body", str(LIMIT)],
+                name="server at gzip " + partition) as srv:
+        with srv.conn() as conn:
+            for desc, body in CASES:
+                resp = conn.roundtrip("POST", "/gzip", body=body)
+                check_answer(resp, body, "--gzip-partition %s, %s" % (partition, desc))
+            for desc, chunks in CHUNKED:
+                resp = conn.roundtrip("POST", "/gzip", chunks=chunks)
+                check_answer(resp, b"".join(chunks), "--gzip-partition %s, %s"
+                             % (partition, desc))
+
+
+def read_while_sending(port, raw, desc):
+    """Send raw from a thread (the server may close early) and read one answer."""
+    with Conn(port) as conn:
+        def send():
+            try:
+                conn.send(raw)
+            except OSError:
+                pass
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        try:
+            resp = conn.read_response()
+        except (OSError, ProtocolError) as e:
+            resp = None
+            ok(False, "%s: an answer" % desc, "%s: %s" % (type(e).__name__, e))
+        try:
+            conn.sock.shutdown(socket.SHUT_RDWR)  # wakes a sender blocked in send()
+        except OSError:
+            pass
+        sender.join(10 * SLOW)
+        return resp
+
+
+def test_limits():
+    with Server(args=["--gzip-max-body", "1m"], name="server with 1m limit") as srv:
+        with Conn(srv.port) as conn:
+            # Headers only: the 413 must come without waiting for the body.
+            conn.send(build_request("POST", "/gzip", headers={"Content-Length": str(2 * MiB)}))
+            try:
+                resp = conn.read_response()
+                status = resp.status
+            except (OSError, ProtocolError) as e:
+                status = "no answer (%s: %s)" % (type(e).__name__, e)
+            is_(status, 413, "Content-Length 2 MiB over a 1m limit: 413 before the body")
+
+        with Conn(srv.port) as conn:
+            conn.send(build_request("POST", "/gzip", headers={"Content-Length": str(MiB + 1),
+                                                              "Expect": "100-continue"}))
+            try:
+                status = conn.read_response().status
+            except (OSError, ProtocolError) as e:
+                status = "no answer (%s: %s)" % (type(e).__name__, e)
+            is_(status, 413, "Content-Length 1 MiB + 1 with Expect: 100-continue: 413")
+
+        resp = Conn(srv.port).roundtrip("POST", "/gzip", body=RANDOM_1M)
+        check_answer(resp, RANDOM_1M, "exactly at the 1m limit")
+
+        chunks = [random_bytes(64 * KiB, 16)] * 20
+        raw = build_request("POST", "/gzip", chunks=chunks)
+        resp = read_while_sending(srv.port, raw, "chunked body of 1.25 MiB over a 1m limit")
+        if resp is not None:
+            is_(resp.status, 413, "chunked body of 1.25 MiB over a 1m limit: 413")
+
+        resp = srv.get("/stats")
+        is_(resp.status, 200, "server still answers after the 413s")
+
+
+def test_curl():
+    with Server(name="server for curl") as srv:
+        path = os.path.join(srv.tmp, "upload.bin")
+        with open(path, "wb") as f:
+            f.write(MIXED)
+        url = "http://127.0.0.1:%d/gzip" % srv.port
+        for desc, extra in (("Content-Length", ""), ("chunked", "-H 'Transfer-Encoding: chunked'")):
+            script = ("set -o pipefail; curl -sS --fail --max-time %d %s --data-binary @%s %s"
+                      " | gzip -d | cmp - %s" % (30 * SLOW, extra, path, url, path))
+            proc = subprocess.run(["bash", "-c", script], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=60 * SLOW)
+            is_(proc.returncode, 0, "curl --data-binary (%s) | gzip -d | cmp" % desc)
+            if proc.returncode:
+                diag(proc.stdout.decode("utf-8", "replace"))
+
+
+def main():
+    for partition in ("4k", "64k", "whole"):
+        check_partition(partition)
+    test_limits()
+    test_curl()
+
+
+run(main, timeout=180)

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+# Access log in Common Log Format: to a file (flushed within a moment or at
+# shutdown), to stdout with `-`, and not at all with `off`.
+import os
+import re
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import SLOW, Server, is_, like, note, ok, run  # noqa: E402
+
+CLF_DATE = r"\[\d\d/(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\]"
+PREFIX = r"^127\.0\.0\.1 - - " + CLF_DATE + " "
+
+EXPECTED = [
+    ("GET /x.txt", PREFIX + r'"GET /x\.txt HTTP/1\.1" 200 5$'),
+    ("GET /missing.txt", PREFIX + r'"GET /missing\.txt HTTP/1\.1" 404 (\d+|-)$'),
+    ("HEAD /x.txt", PREFIX + r'"HEAD /x\.txt HTTP/1\.1" 200 (0|-|5)$'),
+    ("GET /x.txt?v=1", PREFIX + r'"GET /x\.txt\?v=1 HTTP/1\.1" 200 5$'),
+    ("POST /gzip", PREFIX + r'"POST /gzip HTTP/1\.1" 200 \d+$'),
+    ("HTTP/1.0 GET", PREFIX + r'"GET /x\.txt HTTP/1\.0" 200 5$'),
+]
+
+
+def make_requests(srv):
+    with srv.conn() as conn:
+        conn.roundtrip("GET", "/x.txt")
+        conn.roundtrip("GET", "/missing.txt")
+        conn.roundtrip("HEAD", "/x.txt")
+        conn.roundtrip("GET", "/x.txt?v=1")
+        conn.roundtrip("POST", "/gzip", body=b"some body")
+    with srv.conn() as conn:
+        conn.roundtrip("GET", "/x.txt", version="HTTP/1.0")
+
+
+def read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def check_lines(text, where):
+    lines = text.splitlines()
+    for desc, pattern in EXPECTED:
+        ok(any(re.search(pattern, line) for line in lines), "%s: a CLF line for %s" % (where, desc),
+           "pattern %s" % pattern, "log:\n" + text[-3000:])
+    like(text, r"^127\.0\.0\.1 ", "%s: first line starts with the client address" % where)
+
+
+def wait_for_lines(path, count, timeout):
+    deadline = time.monotonic() + timeout * SLOW
+    while time.monotonic() < deadline:
+        if len(read(path).splitlines()) >= count:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def main():
+    files = {"x.txt": b"hello"}
+    with Server(files=files) as srv:
+        make_requests(srv)
+        if wait_for_lines(srv.access_log, len(EXPECTED), 3):
+            note("access log flushed while running")
+            check_lines(read(srv.access_log), "log file, running")
+        else:
+            note("access log not flushed after 3 s; checking after shutdown")
+            srv.stop(cleanup=False)
+            check_lines(read(srv.access_log), "log file, after shutdown")
+            srv.cleanup()
+
+    with Server(files=files, args=["--access-log", "-"], name="stdout-log server") as srv:
+        make_requests(srv)
+        wait_for_lines(srv.stdout_path, len(EXPECTED), 3)
+        srv.stop(cleanup=False)
+        check_lines(srv.stdout(), "stdout")
+        srv.cleanup()
+
+    with Server(files=files, args=["--access-log", "off"], name="no-log server") as srv:
+        make_requests(srv)
+        srv.stop(cleanup=False)
+        is_(os.path.exists(srv.access_log), False, "--access-log off: no log file")
+        ok(not re.search(r'"GET /x\.txt', srv.stdout() + srv.stderr()),
+           "--access-log off: no CLF line on stdout or stderr")
+        srv.cleanup()
+
+
+run(main)

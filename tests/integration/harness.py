@@ -1,0 +1,706 @@
+"""Shared harness for unclog's black-box integration tests.
+
+Each tests/integration/NN_feature.t is a Python script that imports this
+module, starts the real binary ($UNCLOG_BIN, default build/unclog) on a temp
+docroot and config, talks to it over raw sockets and prints TAP for prove.
+
+Three parts:
+  - TAP: ok(), is_(), like(), diag(), note(), skip(), bail_out(), and run(),
+    which wraps a test body with a watchdog and prints the trailing plan.
+  - Server: temp dir with docroot, config file and logs; start on port 0,
+    read the port from the startup line; stop with a signal and report exit
+    status and sanitizer output as TAP results.
+  - Conn / Response: an HTTP/1.1 client on a raw socket that can pipeline,
+    send malformed bytes and read responses framed by Content-Length, chunked
+    encoding or connection close. Every socket operation has a timeout.
+"""
+
+import gzip
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import zlib
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.environ.get("UNCLOG_BIN") or os.path.join(REPO, "build", "unclog")
+ASAN = os.environ.get("UNCLOG_ASAN", "") not in ("", "0")
+
+# Sanitizer builds run about three times slower: every guard scales with this.
+SLOW = 3 if ASAN else 1
+IO_TIMEOUT = 10 * SLOW  # seconds, any single socket operation
+START_TIMEOUT = 10 * SLOW  # seconds until the startup line appears
+STOP_TIMEOUT = 15  # seconds between the signal and the exit (times SLOW)
+
+KiB = 1024
+MiB = 1024 * 1024
+
+SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "ThreadSanitizer")
+
+
+# ---------------------------------------------------------------- TAP -----
+
+
+class _Tap:
+    def __init__(self):
+        self.count = 0
+        self.failed = 0
+
+
+_tap = _Tap()
+
+
+def _clean(desc):
+    # '#' would start a TAP directive; a newline would end the line.
+    return " ".join(str(desc).split()).replace("#", "\\#")
+
+
+def _out(line):
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def diag(msg):
+    """Print a diagnostic on stderr (prove shows it)."""
+    sys.stdout.flush()
+    for line in str(msg).splitlines() or [""]:
+        sys.stderr.write("# " + line + "\n")
+    sys.stderr.flush()
+
+
+def note(msg):
+    """Print a diagnostic on stdout (prove shows it with -v)."""
+    for line in str(msg).splitlines() or [""]:
+        _out("# " + line)
+
+
+def ok(cond, desc, *diags):
+    """Report one test; on failure print the extra diagnostics. Returns cond."""
+    _tap.count += 1
+    if cond:
+        _out("ok %d - %s" % (_tap.count, _clean(desc)))
+    else:
+        _tap.failed += 1
+        _out("not ok %d - %s" % (_tap.count, _clean(desc)))
+        for d in diags:
+            diag(d)
+    return bool(cond)
+
+
+def _show(value, limit=300):
+    text = repr(value)
+    if len(text) > limit:
+        text = text[:limit] + "... (%d chars)" % len(text)
+    return text
+
+
+def is_(got, want, desc):
+    """ok(got == want) with both values shown on failure."""
+    return ok(got == want, desc, "     got: " + _show(got), "expected: " + _show(want))
+
+
+def isnt(got, unwanted, desc):
+    return ok(got != unwanted, desc, "     got: " + _show(got), "expected anything else")
+
+
+def like(text, pattern, desc):
+    """ok(re.search(pattern, text)) for str or bytes."""
+    found = text is not None and re.search(pattern, text) is not None
+    return ok(found, desc, "    text: " + _show(text, 2000), " pattern: " + _show(pattern))
+
+
+def unlike(text, pattern, desc):
+    found = text is not None and re.search(pattern, text) is not None
+    return ok(not found, desc, "    text: " + _show(text, 2000), " must not match: " + _show(pattern))
+
+
+def skip(desc, reason):
+    _tap.count += 1
+    _out("ok %d - %s # SKIP %s" % (_tap.count, _clean(desc), _clean(reason)))
+
+
+def bail_out(reason):
+    """Abort the whole prove run: nothing else can work (e.g. no binary)."""
+    _out("Bail out! " + _clean(reason))
+    _kill_all_servers()
+    sys.exit(255)
+
+
+class Watchdog(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise Watchdog("test file exceeded its time limit")
+
+
+def run(body, timeout=120):
+    """Run body() as a whole test file: watchdog, crash reporting, plan, exit status.
+
+    timeout is in seconds for a normal build (multiplied by SLOW). An
+    exception in body is reported as a failed test; live servers are stopped
+    (and their teardown checks reported) before the plan is printed.
+    """
+    if not (os.path.isfile(BIN) and os.access(BIN, os.X_OK)):
+        bail_out("server binary %s is missing; build it or set UNCLOG_BIN" % BIN)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(int(timeout * SLOW))
+    try:
+        body()
+    except BaseException as e:  # noqa: B902 - report everything, incl. Watchdog
+        signal.alarm(0)
+        ok(False, "test body finished without an exception (%s: %s)" % (type(e).__name__, e),
+           traceback.format_exc())
+        for srv in list(_live_servers):
+            try:
+                srv.stop()
+            except BaseException as e2:  # noqa: B902
+                ok(False, "stopping %s after the error (%s)" % (srv.name, e2))
+        _kill_all_servers()
+    signal.alarm(0)
+    _out("1..%d" % _tap.count)
+    if _tap.count == 0:
+        diag("no tests ran")
+        sys.exit(255)
+    sys.exit(min(_tap.failed, 254))
+
+
+# ------------------------------------------------------- processes -----
+
+
+def run_bin(args, timeout=10, cwd=None):
+    """Run the binary to completion. Returns (status, stdout, stderr) as str.
+
+    status is None when it did not exit within timeout*SLOW seconds (it is
+    then killed): e.g. a config error that the server did not notice.
+    """
+    proc = subprocess.Popen([BIN] + list(args), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+    try:
+        out, err = proc.communicate(timeout=timeout * SLOW)
+        status = proc.returncode
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        status = None
+    return status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def proc_rss_kib(pid):
+    """VmRSS of a process in KiB, from /proc/PID/status."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS for pid %d" % pid)
+
+
+def proc_fd_count(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def random_bytes(size, seed):
+    """size deterministic pseudo-random bytes (fast: ~70 ms for 16 MiB)."""
+    return random.Random(seed).randbytes(size)
+
+
+def gunzip(data):
+    """gzip.decompress, or None when data is not a valid gzip stream."""
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error):
+        return None
+
+
+def text_bytes(size):
+    """size bytes of compressible ASCII text."""
+    line = b"the quick brown fox jumps over the lazy dog 0123456789\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
+# ---------------------------------------------------------- server -----
+
+_live_servers = []
+
+
+def _kill_all_servers():
+    for srv in list(_live_servers):
+        try:
+            srv.proc.kill()
+            srv.proc.wait(5)
+        except Exception:
+            pass
+        _live_servers.remove(srv)
+
+
+class Server:
+    """One unclog process on a temp docroot, config file and logs.
+
+    files:    {relative path: bytes} written under the docroot before start.
+    conf:     {key: value} written as `key = value` lines to the config file,
+              or conf_text for the raw file content.
+    args:     extra command-line arguments (appended after the defaults).
+    root:     serve an existing directory instead of a fresh docroot.
+    defaults: pass --listen 127.0.0.1:0, --access-log and --root on the
+              command line (turn off to test the config file's own keys).
+
+    Use as a context manager (`with Server(...) as srv:`) or call start() and
+    stop(). stop() reports the exit status and sanitizer check as TAP tests.
+    """
+
+    def __init__(self, files=None, conf=None, conf_text=None, args=(), root=None,
+                 defaults=True, name="server"):
+        self.name = name
+        self.tmp = tempfile.mkdtemp(prefix="unclog-test-")
+        self.root = root or os.path.join(self.tmp, "root")
+        os.makedirs(self.root, exist_ok=True)
+        self.conf_path = os.path.join(self.tmp, "unclog.conf")
+        self.access_log = os.path.join(self.tmp, "access.log")
+        self.stderr_path = os.path.join(self.tmp, "stderr.log")
+        self.stdout_path = os.path.join(self.tmp, "stdout.log")
+        self.args = list(args)
+        self.defaults = defaults
+        self.proc = None
+        self.port = None
+        self.pid = None
+        self.startup_line = None
+        self.stopped_clean = False
+        if conf_text is None:
+            conf_text = "# written by tests/integration/harness.py\n"
+            for key, value in (conf or {}).items():
+                conf_text += "%s = %s\n" % (key, value)
+        with open(self.conf_path, "w") as f:
+            f.write(conf_text)
+        for name_, data in (files or {}).items():
+            self.write_file(name_, data)
+
+    # docroot helpers (usable before or after start)
+
+    def path(self, name):
+        return os.path.join(self.root, name)
+
+    def write_file(self, name, data):
+        p = self.path(name)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+        return p
+
+    def sparse_file(self, name, size):
+        """A file of size zero bytes that takes no disk space."""
+        p = self.path(name)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.truncate(size)
+        return p
+
+    def symlink(self, name, target):
+        p = self.path(name)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        os.symlink(target, p)
+        return p
+
+    # process lifecycle
+
+    def command(self):
+        cmd = [BIN, "-c", self.conf_path]
+        if self.defaults:
+            cmd += ["--listen", "127.0.0.1:0", "--access-log", self.access_log,
+                    "--root", self.root]
+        return cmd + self.args
+
+    def start(self):
+        """Start the process and wait for the startup line. Raises on failure."""
+        with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
+            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=err, cwd=self.tmp)
+        self.pid = self.proc.pid
+        _live_servers.append(self)
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            m = re.search(r"http://127\.0\.0\.1:(\d+)/", self.stderr())
+            if m:
+                self.port = int(m.group(1))
+                self.startup_line = next(l for l in self.stderr().splitlines()
+                                         if m.group(0) in l)
+                return self
+            if self.proc.poll() is not None:
+                _live_servers.remove(self)
+                raise RuntimeError("%s exited with status %s before announcing its port;"
+                                   " command: %s\nstderr:\n%s"
+                                   % (self.name, self.proc.returncode,
+                                      " ".join(self.command()), self.stderr()))
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                self.proc.wait()
+                _live_servers.remove(self)
+                raise RuntimeError("%s printed no http://127.0.0.1:PORT/ line within %ss;"
+                                   " stderr:\n%s" % (self.name, START_TIMEOUT, self.stderr()))
+            time.sleep(0.02)
+
+    def stderr(self):
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stdout(self):
+        with open(self.stdout_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal_and_wait(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        """Send sig and wait for exit. Returns (status or None if it hung, seconds)."""
+        t0 = time.monotonic()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            status = self.proc.wait(timeout * SLOW)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            status = None
+        if self in _live_servers:
+            _live_servers.remove(self)
+        return status, time.monotonic() - t0
+
+    def stop(self, sig=signal.SIGTERM, cleanup=True):
+        """Stop with sig and report, as TAP: exit status 0, no sanitizer report.
+
+        Returns True when both checks passed. The temp dir is removed unless
+        UNCLOG_KEEP_TMP is set or a check failed.
+        """
+        if self.proc is None:
+            return True
+        signame = signal.Signals(sig).name
+        already = self.proc.poll()
+        status, secs = self.signal_and_wait(sig)
+        err = self.stderr()
+        tail = "stderr of %s (last 3000 chars):\n%s" % (self.name, err[-3000:])
+        if already is not None:
+            good = ok(False, "%s was still running at %s (it exited early with status %s)"
+                      % (self.name, signame, already), tail)
+        elif status is None:
+            good = ok(False, "%s exits after %s (hung; killed after %ss)"
+                      % (self.name, signame, STOP_TIMEOUT * SLOW), tail)
+        else:
+            good = is_(status, 0, "%s exits with status 0 after %s" % (self.name, signame))
+            if not good:
+                diag(tail)
+        marker = next((m for m in SANITIZER_MARKERS if m in err), None)
+        good &= ok(marker is None, "%s: no sanitizer report on stderr" % self.name,
+                   "found %r; %s" % (marker, tail))
+        note("%s stopped in %.2fs" % (self.name, secs))
+        self.proc = None
+        self.stopped_clean = good
+        if cleanup and good and not os.environ.get("UNCLOG_KEEP_TMP"):
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        elif not good:
+            diag("kept %s" % self.tmp)
+        return good
+
+    def cleanup(self):
+        """Remove the temp dir after a stop(cleanup=False) whose checks passed."""
+        if self.stopped_clean and not os.environ.get("UNCLOG_KEEP_TMP"):
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def rss_kib(self):
+        return proc_rss_kib(self.pid)
+
+    def fd_count(self):
+        return proc_fd_count(self.pid)
+
+    # request shortcuts
+
+    def conn(self, **kw):
+        return Conn(self.port, **kw)
+
+    def get(self, target, **kw):
+        return request(self.port, "GET", target, **kw)
+
+    def head(self, target, **kw):
+        return request(self.port, "HEAD", target, **kw)
+
+    def stats(self):
+        """GET /stats parsed as JSON."""
+        resp = self.get("/stats")
+        if resp.status != 200:
+            raise RuntimeError("GET /stats answered %d: %r" % (resp.status, resp.body[:200]))
+        return json.loads(resp.body)
+
+    def __enter__(self):
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.proc is not None:
+            self.stop()
+        return False
+
+
+# ------------------------------------------------------------- HTTP -----
+
+
+class ProtocolError(Exception):
+    pass
+
+
+class Response:
+    """One parsed HTTP response."""
+
+    def __init__(self, version, status, reason, headers, body, chunked=False):
+        self.version = version  # "HTTP/1.1"
+        self.status = status  # int
+        self.reason = reason
+        self.headers = headers  # [(name, value)] in order
+        self.body = body  # bytes (b"" for HEAD)
+        self.chunked = chunked
+
+    def header(self, name, default=None):
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return default
+
+    def header_all(self, name):
+        name = name.lower()
+        return [v for k, v in self.headers if k.lower() == name]
+
+    def has_header(self, name):
+        return self.header(name) is not None
+
+    @property
+    def media_type(self):
+        """Content-Type without parameters, lower-cased ("text/html")."""
+        ct = self.header("Content-Type")
+        return None if ct is None else ct.split(";")[0].strip().lower()
+
+    def tokens(self, name):
+        """A comma-separated header as a set of lower-case tokens."""
+        out = set()
+        for v in self.header_all(name):
+            out.update(t.strip().lower() for t in v.split(",") if t.strip())
+        return out
+
+    def __repr__(self):
+        return "<Response %s %d %s, %d body bytes>" % (self.version, self.status, self.reason,
+                                                       len(self.body))
+
+
+def build_request(method, target, headers=None, body=None, version="HTTP/1.1", host=True,
+                  chunks=None):
+    """Request bytes. body adds Content-Length (unless headers set one); chunks
+    (a list of bytes) sends a chunked body instead."""
+    headers = list((headers or {}).items()) if isinstance(headers, dict) else list(headers or [])
+    names = {k.lower() for k, _ in headers}
+    lines = ["%s %s %s" % (method, target, version)]
+    if host and "host" not in names:
+        lines.append("Host: 127.0.0.1")
+    if chunks is not None and "transfer-encoding" not in names:
+        headers.append(("Transfer-Encoding", "chunked"))
+    elif body is not None and "content-length" not in names:
+        headers.append(("Content-Length", str(len(body))))
+    lines += ["%s: %s" % kv for kv in headers]
+    raw = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    if chunks is not None:
+        for c in chunks:
+            if c:
+                raw += b"%x\r\n" % len(c) + c + b"\r\n"
+        raw += b"0\r\n\r\n"
+    elif body is not None:
+        raw += body
+    return raw
+
+
+class Conn:
+    """A client connection on a raw socket, every operation under a timeout."""
+
+    def __init__(self, port, timeout=None, rcvbuf=None, host="127.0.0.1"):
+        self.timeout = timeout or IO_TIMEOUT
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            # Before connect, so the TCP window is negotiated with it.
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect((host, port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+        self.eof = False
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def request(self, method, target, **kw):
+        """Send one request (see build_request) without reading the answer."""
+        self.send(build_request(method, target, **kw))
+
+    def roundtrip(self, method, target, **kw):
+        """Send one request and read its response."""
+        self.request(method, target, **kw)
+        return self.read_response(head=(method == "HEAD"))
+
+    # reading
+
+    def _fill(self):
+        """Read more bytes into buf. Returns False at EOF."""
+        if self.eof:
+            return False
+        try:
+            data = self.sock.recv(256 * KiB)
+        except ConnectionResetError:
+            data = b""
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+    def _read_until(self, delim, limit=1 * MiB):
+        start = 0
+        while True:
+            i = self.buf.find(delim, start)
+            if i >= 0:
+                out = bytes(self.buf[:i])
+                del self.buf[:i + len(delim)]
+                return out
+            start = max(0, len(self.buf) - len(delim) + 1)
+            if len(self.buf) > limit:
+                raise ProtocolError("no %r within %d bytes" % (delim, limit))
+            if not self._fill():
+                raise ProtocolError("connection closed while waiting for %r (have %r)"
+                                    % (delim, bytes(self.buf[:200])))
+
+    def read_exact(self, n):
+        while len(self.buf) < n:
+            if not self._fill():
+                raise ProtocolError("connection closed after %d of %d body bytes"
+                                    % (len(self.buf), n))
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def read_some(self, n):
+        """Up to n bytes (at least 1 unless EOF): raw access for stalled readers."""
+        if not self.buf:
+            self._fill()
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def _read_to_eof(self):
+        while self._fill():
+            pass
+        out = bytes(self.buf)
+        self.buf.clear()
+        return out
+
+    def read_head(self):
+        """Status line and headers. Returns (version, status, reason, headers)."""
+        head = self._read_until(b"\r\n\r\n", limit=256 * KiB)
+        lines = head.decode("latin-1").split("\r\n")
+        m = re.match(r"^(HTTP/\d\.\d) (\d{3})(?: (.*))?$", lines[0])
+        if not m:
+            raise ProtocolError("bad status line %r" % lines[0])
+        headers = []
+        for line in lines[1:]:
+            if ":" not in line:
+                raise ProtocolError("bad header line %r" % line)
+            k, v = line.split(":", 1)
+            headers.append((k.strip(), v.strip()))
+        return m.group(1), int(m.group(2)), m.group(3) or "", headers
+
+    def read_response(self, head=False, skip_interim=True):
+        """Read one complete response; head=True for the answer to a HEAD.
+
+        Raises ProtocolError when the stream is not a valid response, and
+        socket.timeout when the server goes quiet for self.timeout seconds.
+        """
+        while True:
+            version, status, reason, headers = self.read_head()
+            if not (skip_interim and 100 <= status < 200):
+                break
+        resp = Response(version, status, reason, headers, b"")
+        te = resp.tokens("Transfer-Encoding")
+        if head or status in (204, 304) or 100 <= status < 200:
+            return resp
+        if "chunked" in te:
+            resp.chunked = True
+            resp.body = self._read_chunked()
+        elif resp.header("Content-Length") is not None:
+            lengths = set(resp.header_all("Content-Length"))
+            if len(lengths) != 1 or not re.match(r"^\d+$", lengths.copy().pop()):
+                raise ProtocolError("bad Content-Length %r" % resp.header_all("Content-Length"))
+            resp.body = self.read_exact(int(lengths.pop()))
+        else:
+            resp.body = self._read_to_eof()
+        return resp
+
+    def _read_chunked(self):
+        parts = []
+        while True:
+            line = self._read_until(b"\r\n", limit=4 * KiB).decode("latin-1")
+            size_text = line.split(";", 1)[0].strip()
+            if not re.match(r"^[0-9a-fA-F]+$", size_text):
+                raise ProtocolError("bad chunk size line %r" % line)
+            size = int(size_text, 16)
+            if size == 0:
+                break
+            parts.append(self.read_exact(size))
+            if self.read_exact(2) != b"\r\n":
+                raise ProtocolError("chunk of %d bytes not followed by CRLF" % size)
+        while self._read_until(b"\r\n", limit=64 * KiB):  # trailers
+            pass
+        return b"".join(parts)
+
+    def read_responses(self, methods):
+        """Read one response per method in methods (HEAD gets no body)."""
+        return [self.read_response(head=(m == "HEAD")) for m in methods]
+
+    def wait_closed(self, timeout=None):
+        """Wait for the server to close. Returns "closed", "data" (bytes came
+        instead: kept in buf) or "open" (nothing within timeout)."""
+        if self.buf:
+            return "data"
+        if self.eof:
+            return "closed"
+        self.sock.settimeout(timeout if timeout is not None else self.timeout)
+        try:
+            return "data" if self._fill() else "closed"
+        except socket.timeout:
+            return "open"
+        finally:
+            self.sock.settimeout(self.timeout)
+
+
+def request(port, method, target, head=None, **kw):
+    """Open a connection, send one request, read its response, close."""
+    with Conn(port) as c:
+        c.request(method, target, **kw)
+        return c.read_response(head=(method == "HEAD") if head is None else head)
+
+
+IMF_FIXDATE = (r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct"
+               r"|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT$")
