@@ -64,6 +64,9 @@ static void open_work(struct gateway_job *job)
 {
     struct open_job *j = container_of(job, struct open_job, job);
     j->err = open_beneath(j);
+    /* realpath() accepts "file/": a trailing slash must name a directory. */
+    if (j->err == 0 && j->want_dir && !S_ISDIR(j->st.st_mode))
+        j->err = -ENOTDIR;
     if (j->err == 0 && S_ISDIR(j->st.st_mode)) {
         drop_fd(j);
         if (!j->want_dir) {

@@ -1,0 +1,164 @@
+/* Size parsing, the key table, config files and the command line. */
+#include "../../server/config.c"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "tests/tap.h"
+
+static void test_sizes(void)
+{
+    static const struct {
+        const char *text;
+        bool whole_ok;
+        int rc;
+        size_t value;
+    } cases[] = {
+        {"1", false, 0, 1},
+        {"4096", false, 0, 4096},
+        {"4k", false, 0, 4096},
+        {"4K", false, 0, 4096},
+        {"16m", false, 0, 16u << 20},
+        {"whole", true, 0, CONFIG_WHOLE},
+        {"whole", false, -EINVAL, 0},
+        {"0", false, -EINVAL, 0},
+        {"0k", false, -EINVAL, 0},
+        {"", false, -EINVAL, 0},
+        {"k", false, -EINVAL, 0},
+        {"-4k", false, -EINVAL, 0},
+        {" 4k", false, -EINVAL, 0},
+        {"4kb", false, -EINVAL, 0},
+        {"4g", false, -EINVAL, 0},
+        {"12q", false, -EINVAL, 0},
+        {"99999999999999999999999", false, -ERANGE, 0},
+        {"9999999999999999m", false, -ERANGE, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t value = 0;
+        char desc[96];
+        int rc = config_parse_size(cases[i].text, cases[i].whole_ok, &value);
+        snprintf(desc, sizeof desc, "size '%s'%s -> %d", cases[i].text,
+                 cases[i].whole_ok ? " (whole ok)" : "", cases[i].rc);
+        is_int(rc, cases[i].rc, desc);
+        if (rc == 0)
+            is_int(value, cases[i].value, "  value");
+    }
+    char buf[32];
+    config_format_size(65536, buf, sizeof buf);
+    is_str(buf, "64k", "format 64k");
+    config_format_size(16u << 20, buf, sizeof buf);
+    is_str(buf, "16m", "format 16m");
+    config_format_size(1000, buf, sizeof buf);
+    is_str(buf, "1000", "format 1000");
+    config_format_size(CONFIG_WHOLE, buf, sizeof buf);
+    is_str(buf, "whole", "format whole");
+}
+
+static void test_defaults_and_set(void)
+{
+    struct config cfg;
+    char err[CONFIG_ERR_MAX];
+    config_defaults(&cfg);
+    is_str(cfg.listen, "127.0.0.1:8080", "default listen");
+    is_int(cfg.threads, 4, "default threads");
+    is_int(cfg.partition, 65536, "default partition");
+    is_int(cfg.gzip_max_body, 16 << 20, "default gzip_max_body");
+
+    is_int(config_set(&cfg, "partition", "whole", err), 0, "partition = whole");
+    ok(cfg.partition == CONFIG_WHOLE, "  is whole");
+    is_int(config_set(&cfg, "threads", "0", err), -1, "threads = 0 refused");
+    is_int(config_set(&cfg, "threads", "1025", err), -1, "threads = 1025 refused");
+    is_int(config_set(&cfg, "threads", "abc", err), -1, "threads = abc refused");
+    is_int(config_set(&cfg, "threads", "12", err), 0, "threads = 12");
+    is_int(cfg.threads, 12, "  is 12");
+    is_int(config_set(&cfg, "gzip_max_body", "whole", err), -1, "gzip_max_body = whole refused");
+    is_int(config_set(&cfg, "partition", "2048m", err), -1, "partition beyond 1 GiB refused");
+    is_int(config_set(&cfg, "nope", "1", err), -1, "unknown key refused");
+    ok(strstr(err, "nope") != NULL, "  message names the key");
+    is_int(config_set(&cfg, "root", "", err), -1, "empty root refused");
+}
+
+static const char *write_file(const char *text)
+{
+    static char path[] = "/tmp/unclog-test-XXXXXX";
+    strcpy(path, "/tmp/unclog-test-XXXXXX");
+    int fd = mkstemp(path);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        abort();
+    close(fd);
+    return path;
+}
+
+static void test_files(void)
+{
+    struct config cfg;
+    char err[CONFIG_ERR_MAX];
+    config_defaults(&cfg);
+    const char *path = write_file("# comment\n\n  partition = 4k  # trailing\n"
+                                  "gzip_partition=whole\nroot = /srv/www\n");
+    is_int(config_load_file(&cfg, path, err), 0, "a good file loads");
+    is_int(cfg.partition, 4096, "  partition 4k");
+    ok(cfg.gzip_partition == CONFIG_WHOLE, "  gzip_partition whole");
+    is_str(cfg.root, "/srv/www", "  root");
+    unlink(path);
+
+    static const struct {
+        const char *text;
+        int line;
+    } bad[] = {
+        {"bogus = 1\n", 1},
+        {"# ok\npartition = 0\n", 2},
+        {"\n\nthreads = lots\n", 3},
+        {"partition\n", 1},
+        {"partition = 4k\n = 5\n", 2},
+        {"partition = 12q\n", 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        config_defaults(&cfg);
+        path = write_file(bad[i].text);
+        char want[64], desc[96];
+        snprintf(want, sizeof want, "%s:%d: ", path, bad[i].line);
+        snprintf(desc, sizeof desc, "bad file %zu refused with file:line", i);
+        ok(config_load_file(&cfg, path, err) == -1 && strncmp(err, want, strlen(want)) == 0,
+           desc);
+        unlink(path);
+    }
+    ok(config_load_file(&cfg, "/nonexistent/unclog.conf", err) == -1, "missing file refused");
+}
+
+static void test_cli(void)
+{
+    struct config cfg;
+    char err[CONFIG_ERR_MAX];
+    enum config_action action;
+    config_defaults(&cfg);
+    char *argv[] = {"unclog",      "-c",          "x.conf", "--partition", "8k",
+                    "--threads=2", "--gzip-partition", "whole", "somedir", NULL};
+    int argc = 9;
+    is_str(config_cli_file(argc, argv), "x.conf", "-c found");
+    is_int(config_apply_cli(&cfg, argc, argv, &action, err), 0, "flags apply");
+    is_int(cfg.partition, 8192, "  --partition 8k");
+    is_int(cfg.threads, 2, "  --threads=2");
+    ok(cfg.gzip_partition == CONFIG_WHOLE, "  --gzip-partition whole");
+    is_str(cfg.root, "somedir", "  positional DIR is the root");
+
+    char *bad1[] = {"unclog", "--partition", "12q", NULL};
+    is_int(config_apply_cli(&cfg, 3, bad1, &action, err), -1, "--partition 12q refused");
+    char *bad2[] = {"unclog", "--frobnicate", NULL};
+    is_int(config_apply_cli(&cfg, 2, bad2, &action, err), -1, "unknown flag refused");
+    char *bad3[] = {"unclog", "--threads", NULL};
+    is_int(config_apply_cli(&cfg, 2, bad3, &action, err), -1, "missing value refused");
+    char *help[] = {"unclog", "--help", NULL};
+    config_apply_cli(&cfg, 2, help, &action, err);
+    is_int(action, CONFIG_HELP, "--help");
+}
+
+int main(void)
+{
+    test_sizes();
+    test_defaults_and_set();
+    test_files();
+    test_cli();
+    return tap_done();
+}

@@ -1,0 +1,79 @@
+/* MIME lookup and HTTP dates. */
+#include "handlers/http_date.h"
+#include "handlers/mime.h"
+#include "tests/tap.h"
+
+static void test_mime(void)
+{
+    static const struct {
+        const char *path, *type;
+    } cases[] = {
+        {"index.html", "text/html; charset=utf-8"},
+        {"a/b/STYLE.CSS", "text/css; charset=utf-8"},
+        {"app.js", "text/javascript; charset=utf-8"},
+        {"m.mjs", "text/javascript; charset=utf-8"},
+        {"d.json", "application/json"},
+        {"r.txt", "text/plain; charset=utf-8"},
+        {"f.xml", "application/xml"},
+        {"i.svg", "image/svg+xml"},
+        {"i.png", "image/png"},
+        {"i.jpg", "image/jpeg"},
+        {"i.jpeg", "image/jpeg"},
+        {"i.gif", "image/gif"},
+        {"i.webp", "image/webp"},
+        {"favicon.ico", "image/x-icon"},
+        {"m.wasm", "application/wasm"},
+        {"d.pdf", "application/pdf"},
+        {"a.zip", "application/zip"},
+        {"a.tar.gz", "application/gzip"},
+        {"v.mp4", "video/mp4"},
+        {"f.woff", "font/woff"},
+        {"f.woff2", "font/woff2"},
+        {"noext", "application/octet-stream"},
+        {"dir.d/noext", "application/octet-stream"},
+        {"weird.", "application/octet-stream"},
+        {"x.unknown", "application/octet-stream"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        is_str(mime_type(cases[i].path), cases[i].type, cases[i].path);
+}
+
+static void test_dates(void)
+{
+    char buf[HTTP_DATE_LEN];
+    http_date_format(784111777, buf);
+    is_str(buf, "Sun, 06 Nov 1994 08:49:37 GMT", "format");
+    http_date_format(0, buf);
+    is_str(buf, "Thu, 01 Jan 1970 00:00:00 GMT", "format epoch");
+
+    static const struct {
+        const char *text;
+        bool ok;
+    } cases[] = {
+        {"Sun, 06 Nov 1994 08:49:37 GMT", true},
+        {"Sunday, 06-Nov-94 08:49:37 GMT", true},
+        {"Sun Nov  6 08:49:37 1994", true},
+        {"Sun, 06 Nov 1994 08:49:37 UTC", false},
+        {"Sun, 06 Nov 1994 08:49:37 GMT junk", false},
+        {"Sun, 06 Foo 1994 08:49:37 GMT", false},
+        {"Sun, 32 Nov 1994 08:49:37 GMT", false},
+        {"Sun, 06 Nov 1994 25:49:37 GMT", false},
+        {"", false},
+        {"garbage", false},
+        {"Sun, 06 Nov 99999999999 08:49:37 GMT", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        time_t t = 0;
+        bool got = http_date_parse(cases[i].text, &t);
+        ok(got == cases[i].ok, cases[i].text);
+        if (got && cases[i].ok)
+            is_int(t, 784111777, "  value");
+    }
+}
+
+int main(void)
+{
+    test_mime();
+    test_dates();
+    return tap_done();
+}
