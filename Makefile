@@ -38,33 +38,39 @@ all: build/unclog
 # ---- optimised build -------------------------------------------------------
 build/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) $(WARN) $(OPT_FLAGS) $(CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(BASE) $(WARN) $(OPT_FLAGS) $(CFLAGS) -c $< -o $@
 
 # llhttp is generated code: compile it with its own include path and no warnings.
 build/obj/llhttp/%.o: $(LLHTTP_SRC)/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -g -w -I$(LLHTTP_INC) $(CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) -O2 -g -w -I$(LLHTTP_INC) $(CFLAGS) -c $< -o $@
 
 LL_OBJ   := $(addprefix build/obj/llhttp/,$(addsuffix .o,$(LLHTTP_C)))
 CORE_OBJ := $(call objs,build/obj,$(CORE_SRC)) $(LL_OBJ)
 
 build/unclog: build/obj/server/main.o $(CORE_OBJ)
-	$(CC) $^ -o $@ $(LIBS) $(LDFLAGS)
+	@echo "  LD      $@"
+	@$(CC) $^ -o $@ $(LIBS) $(LDFLAGS)
 
 # ---- sanitizer build (build/asan/) -------------------------------------------
 build/asan/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) $(WARN) $(ASAN_FLAGS) -c $< -o $@
+	@echo "  CC asan $<"
+	@$(CC) $(BASE) $(WARN) $(ASAN_FLAGS) -c $< -o $@
 
 build/asan/obj/llhttp/%.o: $(LLHTTP_SRC)/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ASAN_FLAGS) -w -I$(LLHTTP_INC) -c $< -o $@
+	@echo "  CC asan $<"
+	@$(CC) $(ASAN_FLAGS) -w -I$(LLHTTP_INC) -c $< -o $@
 
 ASAN_LL_OBJ   := $(addprefix build/asan/obj/llhttp/,$(addsuffix .o,$(LLHTTP_C)))
 ASAN_CORE_OBJ := $(call objs,build/asan/obj,$(CORE_SRC)) $(ASAN_LL_OBJ)
 
 build/asan/unclog: build/asan/obj/server/main.o $(ASAN_CORE_OBJ)
-	$(CC) $(ASAN_FLAGS) $^ -o $@ $(LIBS)
+	@echo "  LD asan $@"
+	@$(CC) $(ASAN_FLAGS) $^ -o $@ $(LIBS)
 
 asan: build/asan/unclog
 
@@ -78,7 +84,8 @@ included = $(patsubst %.c,build/asan/obj/%.o,$(shell sed -n 's|^#include "\.\./\
 
 build/tests/test_%: tests/unit/test_%.c $(ASAN_CORE_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE) $(WARN) $(ASAN_FLAGS) $< $(filter-out $(call included,$<),$(ASAN_CORE_OBJ)) \
+	@echo "  CC test $<"
+	@$(CC) $(BASE) $(WARN) $(ASAN_FLAGS) $< $(filter-out $(call included,$<),$(ASAN_CORE_OBJ)) \
 	    -o $@ $(LIBS)
 
 unit: $(UNIT_BIN)

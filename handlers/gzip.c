@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "server/config.h"
@@ -17,13 +18,20 @@ struct body {
     size_t len, cap, max;
 };
 
-/* Deflates a body in slices on the pool; owns the body and the z_stream. */
+/* Deflates its input in slices on the pool, one slice per job: a request
+ * body in memory, or a file read a slice at a time. Owns the input, the
+ * file and the z_stream. */
 struct deflate_source {
     struct pump_source base;
     z_stream z;
-    struct body body;
-    size_t slice;     /* input bytes per job */
-    size_t slice_end; /* end of the slice being deflated */
+    struct body body; /* the input: a request body, or the file's read buffer */
+    bool from_file;   /* input read from fd, else the body */
+    int fd;           /* the file until its last read, else -1 */
+    uint64_t file_left; /* file bytes not read yet */
+    uint64_t file_offset;
+    size_t slice;       /* input bytes per job */
+    size_t slice_end;   /* end of the slice being deflated, within body */
+    bool last_slice;
 };
 
 static void body_free(void *state)
@@ -69,18 +77,52 @@ int gzip_on_body(struct conn *c, const char *at, size_t len)
     return 0;
 }
 
-static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
+/* Puts the next slice of input in front of zlib: the next part of the
+ * body, or the next read of the file. Returns 0 or a negative errno. */
+static int next_slice(struct deflate_source *d)
 {
-    struct deflate_source *d = (struct deflate_source *)src;
     z_stream *z = &d->z;
-    if (z->avail_in == 0) {
+    if (!d->from_file) {
         size_t pos = d->slice_end;
         size_t left = d->body.len - pos;
         d->slice_end = pos + (left < d->slice ? left : d->slice);
         z->next_in = (Bytef *)d->body.data + pos;
         z->avail_in = (uInt)(d->slice_end - pos);
+        d->last_slice = d->slice_end == d->body.len;
+        return 0;
     }
-    int flush = d->slice_end == d->body.len ? Z_FINISH : Z_NO_FLUSH;
+    size_t want = d->file_left < d->slice ? (size_t)d->file_left : d->slice;
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = pread(d->fd, d->body.data + got, want - got, (off_t)(d->file_offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO; /* shrank under us */
+        got += (size_t)n;
+    }
+    d->file_offset += got;
+    d->file_left -= got;
+    z->next_in = (Bytef *)d->body.data;
+    z->avail_in = (uInt)got;
+    d->last_slice = d->file_left == 0;
+    if (d->last_slice) {
+        close(d->fd); /* on the worker, not the loop */
+        d->fd = -1;
+    }
+    return 0;
+}
+
+static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
+{
+    struct deflate_source *d = (struct deflate_source *)src;
+    z_stream *z = &d->z;
+    if (z->avail_in == 0 && !d->last_slice) {
+        int rc = next_slice(d);
+        if (rc < 0)
+            return rc;
+    }
+    int flush = d->last_slice ? Z_FINISH : Z_NO_FLUSH;
     z->next_out = (Bytef *)buf;
     z->avail_out = (uInt)cap;
     int rc;
@@ -97,6 +139,8 @@ static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *
 static void deflate_release(struct pump_source *src)
 {
     struct deflate_source *d = (struct deflate_source *)src;
+    if (d->fd >= 0)
+        close(d->fd);
     deflateEnd(&d->z);
     free(d->body.data);
     free(d);
@@ -104,32 +148,63 @@ static void deflate_release(struct pump_source *src)
 
 static const struct pump_source_ops deflate_ops = {deflate_fill, deflate_release};
 
-int gzip_on_request(struct conn *c, const struct request *req)
+/* A deflate source with a gzip wrapper, slices of SLICE input bytes and
+ * output slots sized for one slice. Returns NULL when out of memory. */
+static struct deflate_source *deflate_new(size_t slice)
 {
     struct deflate_source *d = calloc(1, sizeof *d);
     if (d == NULL)
-        return 503;
+        return NULL;
     /* windowBits 15 + 16: a gzip wrapper rather than zlib's. */
     if (deflateInit2(&d->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
         Z_OK) {
         free(d);
-        return 500;
+        return NULL;
     }
-    struct body *b = conn_take_state(c);
-    d->body = *b;
-    free(b);
-    size_t partition = conn_server(c)->cfg->gzip_partition;
-    d->slice = partition == CONFIG_WHOLE || partition > d->body.len ? d->body.len : partition;
-    if (d->slice == 0)
-        d->slice = 1;
+    d->fd = -1;
+    d->slice = slice ? slice : 1;
     d->base = (struct pump_source){
         .ops = &deflate_ops,
         .cls = GATEWAY_GZIP,
-        /* Room for one slice's output: one job per slice in the common case. */
         .buf_size = deflateBound(&d->z, (uLong)d->slice) + 64,
     };
+    return d;
+}
+
+static size_t slice_size(size_t partition, uint64_t len)
+{
+    return partition == CONFIG_WHOLE || partition > len ? (size_t)len : partition;
+}
+
+int gzip_on_request(struct conn *c, const struct request *req)
+{
+    struct body *b = conn_state(c);
+    struct deflate_source *d = deflate_new(slice_size(conn_server(c)->cfg->gzip_partition, b->len));
+    if (d == NULL)
+        return 503;
+    conn_take_state(c);
+    d->body = *b;
+    free(b);
     conn_head_start(c, 200);
     conn_head_add(c, "Content-Type: application/gzip\r\n");
     conn_send_source(c, &d->base, -1);
     return 0;
+}
+
+struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition)
+{
+    struct deflate_source *d = deflate_new(slice_size(partition, size));
+    if (d != NULL)
+        d->body.data = malloc(d->slice);
+    if (d == NULL || d->body.data == NULL) {
+        if (d != NULL)
+            deflate_release(&d->base);
+        close(fd);
+        return NULL;
+    }
+    d->from_file = true;
+    d->fd = fd;
+    d->file_left = size;
+    d->last_slice = size == 0;
+    return &d->base;
 }

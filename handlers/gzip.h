@@ -1,6 +1,8 @@
 #ifndef UNCLOG_GZIP_H
 #define UNCLOG_GZIP_H
 
+#include <stdint.h>
+
 #include "server/conn.h"
 
 /* POST /gzip: the body, collected up to gzip_max_body (413 beyond, refused
@@ -10,5 +12,10 @@
 int gzip_on_headers(struct conn *c, const struct request *req);
 int gzip_on_body(struct conn *c, const char *at, size_t len);
 int gzip_on_request(struct conn *c, const struct request *req);
+
+/* A source that gzips SIZE bytes of FD, reading and deflating PARTITION
+ * bytes per threadpool job (CONFIG_WHOLE: one job), and closes FD after the
+ * last read. Takes FD. Returns NULL when out of memory (FD is then closed). */
+struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition);
 
 #endif

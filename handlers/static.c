@@ -6,38 +6,46 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "handlers/byteranges.h"
+#include "handlers/cond.h"
+#include "handlers/gzip.h"
 #include "handlers/http_date.h"
+#include "handlers/listing.h"
 #include "handlers/mime.h"
 #include "handlers/path.h"
+#include "handlers/range.h"
 #include "server/server.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
-/* One open+fstat on the pool. Owned by the handler from submit to done;
- * holds its connection alive in between. */
+/* One open+fstat (and, where asked, FILE.gz or a directory listing) on the
+ * pool. Owned by the handler from submit to done; holds its connection. */
 struct open_job {
     struct gateway_job job;
     struct conn *conn;
     const char *root; /* the server's realpath'ed root, immutable while running */
     size_t root_len;
-    bool want_dir, head;
+    bool want_dir, want_gz, want_listing;
     /* results, written by the worker */
     int err;
-    int fd;
     bool redirect;
-    struct stat st;
+    int fd, gz_fd;
+    struct stat st, gz_st;
+    char *listing; /* malloc'd HTML index, when the directory has no index.html */
+    size_t listing_len;
     char path[PATH_MAX];     /* root + '/' + relative path; + "/index.html" for a dir */
-    char relative[PATH_MAX]; /* for the redirect */
+    char relative[PATH_MAX]; /* decoded, normalised, for redirects and listings */
 };
 
-/* realpath, refuse anything outside the root, open, fstat. */
-static int open_beneath(struct open_job *j)
+/* realpath, refuse anything outside the root, open, fstat into FD and ST. */
+static int open_beneath(struct open_job *j, const char *path, int *fd, struct stat *st)
 {
     char real[PATH_MAX];
-    if (realpath(j->path, real) == NULL)
+    if (realpath(path, real) == NULL)
         return -errno;
     /* Symlinks are followed only while they stay under the root. */
     bool inside = strncmp(real, j->root, j->root_len) == 0 &&
@@ -45,51 +53,72 @@ static int open_beneath(struct open_job *j)
     if (!inside)
         return -EACCES;
     /* O_NONBLOCK: a FIFO in the root must not hang a worker in open(). */
-    j->fd = open(real, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
-    if (j->fd < 0)
+    *fd = open(real, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (*fd < 0)
         return -errno;
-    if (fstat(j->fd, &j->st) < 0)
+    if (fstat(*fd, st) < 0)
         return -errno;
     return 0;
 }
 
-static void drop_fd(struct open_job *j)
+static void drop(int *fd)
 {
-    if (j->fd >= 0)
-        close(j->fd);
-    j->fd = -1;
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/* A directory: redirect "/dir" to "/dir/", else its index.html or listing. */
+static void open_directory(struct open_job *j)
+{
+    drop(&j->fd);
+    if (!j->want_dir) {
+        j->redirect = true;
+        return;
+    }
+    size_t len = strlen(j->path);
+    if (len + sizeof "/index.html" > sizeof j->path) {
+        j->err = -ENAMETOOLONG;
+        return;
+    }
+    memcpy(j->path + len, "/index.html", sizeof "/index.html");
+    j->err = open_beneath(j, j->path, &j->fd, &j->st);
+    if (j->err == -ENOENT && j->want_listing) {
+        j->path[len] = '\0';
+        char shown[PATH_MAX + 2];
+        snprintf(shown, sizeof shown, "/%s%s", j->relative, j->relative[0] ? "/" : "");
+        j->listing = listing_build(j->path, shown, &j->listing_len);
+        j->err = j->listing ? 0 : -errno;
+        return;
+    }
+    if (j->err == 0 && S_ISDIR(j->st.st_mode))
+        j->err = -ENOENT;
 }
 
 static void open_work(struct gateway_job *job)
 {
     struct open_job *j = container_of(job, struct open_job, job);
-    j->err = open_beneath(j);
+    j->err = open_beneath(j, j->path, &j->fd, &j->st);
     /* realpath() accepts "file/": a trailing slash must name a directory. */
     if (j->err == 0 && j->want_dir && !S_ISDIR(j->st.st_mode))
         j->err = -ENOTDIR;
-    if (j->err == 0 && S_ISDIR(j->st.st_mode)) {
-        drop_fd(j);
-        if (!j->want_dir) {
-            j->redirect = true;
-            return;
-        }
-        size_t len = strlen(j->path);
-        if (len + sizeof "/index.html" > sizeof j->path) {
-            j->err = -ENAMETOOLONG;
-            return;
-        }
-        memcpy(j->path + len, "/index.html", sizeof "/index.html");
-        j->err = open_beneath(j);
-        if (j->err == 0 && S_ISDIR(j->st.st_mode))
-            j->err = -ENOENT;
-    }
-    if (j->err == 0 && !S_ISREG(j->st.st_mode))
+    if (j->err == 0 && S_ISDIR(j->st.st_mode))
+        open_directory(j);
+    if (j->err == 0 && j->listing == NULL && !j->redirect && !S_ISREG(j->st.st_mode))
         j->err = -EACCES;
-    if (j->err != 0 || j->head || j->st.st_size == 0)
-        drop_fd(j);
+    if (j->err == 0 && j->fd >= 0 && j->want_gz) {
+        char gz[PATH_MAX + 3];
+        snprintf(gz, sizeof gz, "%s.gz", j->path);
+        if (open_beneath(j, gz, &j->gz_fd, &j->gz_st) != 0 || !S_ISREG(j->gz_st.st_mode))
+            drop(&j->gz_fd);
+    }
+    if (j->err != 0) {
+        drop(&j->fd);
+        drop(&j->gz_fd);
+    }
 }
 
-/* errno -> status, and whether it is worth an error log line. */
+/* errno -> status, and a log line where the admin should look. */
 static int status_for(int err, const char *path)
 {
     switch (err) {
@@ -127,33 +156,215 @@ static void redirect(struct conn *c, struct open_job *j)
     conn_send_body(c, "301 Moved Permanently\n", 22);
 }
 
-static void respond(struct conn *c, struct open_job *j)
+/* Does Accept-Encoding allow gzip (RFC 9110 12.5.3)? */
+static bool accepts_gzip(const char *accept)
 {
-    if (j->err != 0) {
-        conn_send_error(c, status_for(j->err, j->path), NULL);
-        return;
+    bool star = false;
+    for (const char *p = accept; p != NULL && *p != '\0';) {
+        p += strspn(p, " \t,");
+        size_t name = strcspn(p, " \t;,");
+        const char *end = p + strcspn(p, ",");
+        const char *q = memchr(p, ';', (size_t)(end - p));
+        /* q=0 (and 0.0, 0.00...) refuses; any other weight accepts. */
+        bool refused = false;
+        if (q != NULL) {
+            q += strspn(q, "; \t");
+            if (strncasecmp(q, "q=", 2) == 0)
+                refused = strtod(q + 2, NULL) <= 0.0;
+        }
+        if ((name == 4 && strncasecmp(p, "gzip", 4) == 0) ||
+            (name == 6 && strncasecmp(p, "x-gzip", 6) == 0))
+            return !refused;
+        if (name == 1 && *p == '*')
+            star = !refused;
+        p = end;
     }
-    if (j->redirect) {
-        redirect(c, j);
-        return;
+    return star;
+}
+
+/* Is media TYPE (parameters ignored) listed in TYPES? A "text/STAR" entry matches any text. */
+static bool compressible(const char *type, const char *types)
+{
+    size_t type_len = strcspn(type, ";");
+    for (const char *p = types; *p != '\0';) {
+        p += strspn(p, " ");
+        size_t len = strcspn(p, " ");
+        if (len >= 2 && p[len - 1] == '*' && p[len - 2] == '/') {
+            if (type_len > len - 1 && strncasecmp(type, p, len - 1) == 0)
+                return true;
+        } else if (len > 0 && len == type_len && strncasecmp(type, p, len) == 0) {
+            return true;
+        }
+        p += len;
     }
+    return false;
+}
+
+/* The representation chosen for a response. */
+struct rep {
+    int fd;                /* what to read, or -1 */
+    const struct stat *st; /* its stat */
+    bool gzip_static, gzip_fly;
+    char etag[ETAG_LEN + 2];
+};
+
+static void choose_rep(struct conn *c, struct open_job *j, const char *type, struct rep *rep,
+                       bool *vary)
+{
+    const struct config *cfg = conn_server(c)->cfg;
+    const struct request *req = conn_request(c);
+    *rep = (struct rep){.fd = j->fd, .st = &j->st};
+    *vary = (cfg->gzip_files || cfg->gzip_static) && compressible(type, cfg->gzip_types);
+    /* Ranges are served from the identity encoding only. */
+    bool gzip_ok = *vary && req->headers[HEADER_RANGE] == NULL &&
+                   accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
+    if (gzip_ok && j->gz_fd >= 0) {
+        rep->gzip_static = true;
+        rep->fd = j->gz_fd;
+        rep->st = &j->gz_st;
+    } else if (gzip_ok && cfg->gzip_files && (size_t)j->st.st_size >= cfg->gzip_min_size) {
+        rep->gzip_fly = true;
+    }
+    etag_make((uint64_t)rep->st->st_ino, (uint64_t)rep->st->st_size,
+              (int64_t)rep->st->st_mtim.tv_sec * 1000000000 + rep->st->st_mtim.tv_nsec,
+              rep->gzip_fly ? "-gzip" : "", rep->etag + 2);
+    /* Compressed on the fly: equivalent, not byte-identical across zlib versions. */
+    if (rep->gzip_fly)
+        memcpy(rep->etag, "W/", 2);
+    else
+        memmove(rep->etag, rep->etag + 2, strlen(rep->etag + 2) + 1);
+}
+
+/* Validators and the other headers every file response carries. */
+static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bool vary)
+{
+    const struct config *cfg = conn_server(c)->cfg;
     char modified[HTTP_DATE_LEN];
-    http_date_format(j->st.st_mtime, modified);
-    conn_head_start(c, 200);
-    conn_head_add(c, "Content-Type: %s\r\nLast-Modified: %s\r\n", mime_type(j->path), modified);
-    unsigned long long size = (unsigned long long)j->st.st_size;
-    if (j->fd < 0) {
-        conn_head_add(c, "Content-Length: %llu\r\n", size);
-        conn_send_head(c);
+    http_date_format(mtime, modified);
+    conn_head_add(c, "ETag: %s\r\nLast-Modified: %s\r\n", rep->etag, modified);
+    if (vary)
+        conn_head_add(c, "Vary: Accept-Encoding\r\n");
+    if (strcmp(cfg->cache_control, "off") != 0)
+        conn_head_add(c, "Cache-Control: %s\r\n", cfg->cache_control);
+}
+
+static void send_ranges(struct conn *c, struct open_job *j, const char *type, struct range *r,
+                        int n)
+{
+    size_t partition = conn_server(c)->cfg->partition;
+    uint64_t size = (uint64_t)j->st.st_size;
+    int fd = j->fd;
+    j->fd = -1;
+    if (n == 1) {
+        conn_head_add(c, "Content-Type: %s\r\nContent-Range: bytes %llu-%llu/%llu\r\n", type,
+                      (unsigned long long)r->first, (unsigned long long)r->last,
+                      (unsigned long long)size);
+        uint64_t len = r->last - r->first + 1;
+        struct pump_source *src = pump_file_source(fd, r->first, len, partition);
+        if (src == NULL)
+            conn_send_error(c, 500, NULL);
+        else
+            conn_send_source(c, src, (long long)len);
         return;
     }
-    struct pump_source *src = pump_file_source(j->fd, 0, size, conn_server(c)->cfg->partition);
-    j->fd = -1;
+    char boundary[BYTERANGES_BOUNDARY_LEN];
+    uint64_t len;
+    struct pump_source *src =
+        byteranges_source(fd, size, r, n, type, partition, &len, boundary);
     if (src == NULL) {
         conn_send_error(c, 500, NULL);
         return;
     }
-    conn_send_source(c, src, (long long)size);
+    conn_head_add(c, "Content-Type: multipart/byteranges; boundary=%s\r\n", boundary);
+    conn_send_source(c, src, (long long)len);
+}
+
+static void send_file(struct conn *c, struct open_job *j)
+{
+    const struct request *req = conn_request(c);
+    const char *type = mime_type(j->path);
+    struct rep rep;
+    bool vary;
+    choose_rep(c, j, type, &rep, &vary);
+    time_t mtime = rep.st->st_mtime;
+
+    int status = cond_check(req->headers[HEADER_IF_MATCH],
+                            req->headers[HEADER_IF_UNMODIFIED_SINCE],
+                            req->headers[HEADER_IF_NONE_MATCH],
+                            req->headers[HEADER_IF_MODIFIED_SINCE], true, rep.etag, mtime);
+    if (status == 412) {
+        conn_send_error(c, 412, NULL);
+        return;
+    }
+    uint64_t size = (uint64_t)rep.st->st_size;
+    struct range ranges[RANGE_MAX];
+    int count = 0;
+    enum range_result ranged = RANGE_IGNORE;
+    const char *range = req->headers[HEADER_RANGE];
+    const char *if_range = req->headers[HEADER_IF_RANGE];
+    if (status == 0 && range != NULL && (if_range == NULL || cond_if_range(if_range, rep.etag, mtime)))
+        ranged = range_parse(range, size, ranges, &count);
+
+    conn_head_start(c, status == 304 ? 304 : ranged == RANGE_OK ? 206 : ranged == RANGE_UNSATISFIABLE ? 416 : 200);
+    conn_head_add(c, "X-Content-Type-Options: nosniff\r\n");
+    file_headers(c, &rep, mtime, vary);
+    if (status == 304) {
+        conn_send_head(c);
+        return;
+    }
+    if (ranged == RANGE_UNSATISFIABLE) {
+        conn_head_add(c, "Content-Range: bytes */%llu\r\nContent-Type: text/plain; charset=utf-8\r\n",
+                      (unsigned long long)size);
+        conn_send_body(c, "416 Range Not Satisfiable\n", 26);
+        return;
+    }
+    if (!rep.gzip_static && !rep.gzip_fly)
+        conn_head_add(c, "Accept-Ranges: bytes\r\n");
+    if (ranged == RANGE_OK) {
+        send_ranges(c, j, type, ranges, count);
+        return;
+    }
+    conn_head_add(c, "Content-Type: %s\r\n", type);
+    if (rep.gzip_static || rep.gzip_fly)
+        conn_head_add(c, "Content-Encoding: gzip\r\n");
+    size_t partition = conn_server(c)->cfg->partition;
+    struct pump_source *src = NULL;
+    if (size == 0) {
+        conn_head_add(c, "Content-Length: 0\r\n");
+        conn_send_head(c);
+        return;
+    }
+    /* HEAD too builds the source, so that conn_send_source writes exactly
+     * the head GET would (chunked or not), then lets the source go. */
+    if (rep.gzip_fly) {
+        src = gzip_file_source(rep.fd, size, partition);
+        j->fd = -1;
+    } else {
+        src = pump_file_source(rep.fd, 0, size, partition);
+        if (rep.gzip_static)
+            j->gz_fd = -1;
+        else
+            j->fd = -1;
+    }
+    if (src == NULL)
+        conn_send_error(c, 500, NULL);
+    else
+        conn_send_source(c, src, rep.gzip_fly ? -1 : (long long)size);
+}
+
+static void respond(struct conn *c, struct open_job *j)
+{
+    if (j->err != 0)
+        conn_send_error(c, status_for(j->err, j->path), NULL);
+    else if (j->redirect)
+        redirect(c, j);
+    else if (j->listing != NULL) {
+        conn_head_start(c, 200);
+        conn_head_add(c, "Content-Type: text/html; charset=utf-8\r\n"
+                         "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\n");
+        conn_send_body(c, j->listing, j->listing_len);
+    } else
+        send_file(c, j);
 }
 
 static void open_after_work(struct gateway_job *job, int status)
@@ -161,10 +372,13 @@ static void open_after_work(struct gateway_job *job, int status)
     struct open_job *j = container_of(job, struct open_job, job);
     struct conn *c = j->conn;
     if (status < 0)
-        j->err = status == UV_ECANCELED ? -ECANCELED : -EIO;
+        j->err = -ECANCELED;
     if (!conn_closing(c))
         respond(c, j);
-    drop_fd(j);
+    /* What the response did not take: HEAD, 304, errors, the unused variant. */
+    drop(&j->fd);
+    drop(&j->gz_fd);
+    free(j->listing);
     free(j);
     conn_release(c);
 }
@@ -188,10 +402,13 @@ int static_on_request(struct conn *c, const struct request *req)
     j->conn = c;
     j->root = srv->root;
     j->root_len = srv->root_len;
-    j->head = req->head;
-    j->fd = -1;
+    j->want_gz = srv->cfg->gzip_static && accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]) &&
+                 req->headers[HEADER_RANGE] == NULL;
+    j->want_listing = srv->cfg->listing;
+    j->fd = j->gz_fd = -1;
     j->err = 0;
     j->redirect = false;
+    j->listing = NULL;
     rc = gateway_submit(srv->loop, &j->job, GATEWAY_OPEN, open_work, open_after_work);
     if (rc < 0) {
         free(j);

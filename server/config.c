@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum key_type { KEY_STRING, KEY_UINT, KEY_SIZE, KEY_PARTITION };
+enum key_type { KEY_STRING, KEY_UINT, KEY_SIZE, KEY_PARTITION, KEY_BOOL };
 
 /* One row per key: the file spelling, the flag is the same with '-' for '_'. */
 struct key {
@@ -35,6 +35,20 @@ static const struct key keys[] = {
      "largest POST /gzip body (413 beyond)"},
     {"access_log", KEY_STRING, FIELD(access_log), 0, 0, "-", "PATH|-|off",
      "Common Log Format access log"},
+    {"listing", KEY_BOOL, FIELD(listing), 0, 0, "off", "on|off",
+     "HTML listing of directories without index.html"},
+    {"gzip_files", KEY_BOOL, FIELD(gzip_files), 0, 0, "on", "on|off",
+     "gzip compressible files on the fly when the client accepts it"},
+    {"gzip_static", KEY_BOOL, FIELD(gzip_static), 0, 0, "on", "on|off",
+     "send FILE.gz instead of FILE when it exists"},
+    {"gzip_min_size", KEY_SIZE, FIELD(gzip_min_size), 1, 1ULL << 30, "1k", "SIZE",
+     "smallest file compressed on the fly"},
+    {"gzip_types", KEY_STRING, FIELD(gzip_types), 0, 0,
+     "text/* application/json application/javascript application/xml image/svg+xml "
+     "application/wasm",
+     "'TYPE ...'", "media types compressed on the fly (text/* matches any text/...)"},
+    {"cache_control", KEY_STRING, FIELD(cache_control), 0, 0, "off", "VALUE|off",
+     "Cache-Control header of file responses"},
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
@@ -126,6 +140,13 @@ static int set_key(struct config *cfg, const struct key *k, const char *text,
         *(unsigned *)(void *)field = (unsigned)n;
         return 0;
     }
+    case KEY_BOOL:
+        if (strcmp(text, "on") != 0 && strcmp(text, "off") != 0) {
+            fail(err, "%s: '%s' is neither on nor off", k->name, text);
+            return -1;
+        }
+        *(bool *)(void *)field = strcmp(text, "on") == 0;
+        return 0;
     case KEY_SIZE:
     case KEY_PARTITION:
         rc = config_parse_size(text, k->type == KEY_PARTITION, &size);
@@ -316,7 +337,7 @@ void config_usage(FILE *out, const char *argv0)
             if (*p == '_')
                 *p = '-';
         }
-        fprintf(out, "      %-25s  %s (default %s)\n", flag, keys[i].help, keys[i].fallback);
+        fprintf(out, "      %-28s %s (default %s)\n", flag, keys[i].help, keys[i].fallback);
     }
     fprintf(out, "  -h, --help                 this text\n"
                  "  -V, --version              print the version\n");
