@@ -44,8 +44,8 @@ gzip_max_body = 2m
     with srv:
         like(srv.startup_line, r"listening on http://127\.0\.0\.1:\d+/",
              "startup line names the bound address")
-        like(srv.stderr(), r"partition", "startup output mentions the partition")
-        like(srv.stderr(), r"threads", "startup output mentions the threads")
+        like(srv.startup_line, r"partition", "startup line mentions the partition")
+        like(srv.startup_line, r"threads", "startup line mentions the threads")
         resp = srv.get("/x.txt")
         is_((resp.status, resp.body), (200, b"hello"), "root from the config file is served")
         st = srv.stats()

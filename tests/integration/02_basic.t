@@ -2,15 +2,16 @@
 # GET and HEAD of files: bodies, Content-Length, Content-Type by extension,
 # Date and Server; directories and their redirect; percent-decoding and query
 # strings; 404, 405 with Allow, 400 for garbage; the server survives abuse.
+import email.utils
 import os
-import re
 import sys
+import time
 import urllib.parse
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (IMF_FIXDATE, Conn, ProtocolError, Server, is_, like, ok,  # noqa: E402
-                     random_bytes, run)
+from harness import (IMF_FIXDATE, Conn, ProtocolError, Server, is_, like, note,  # noqa: E402
+                     ok, random_bytes, run)
 
 FILES = {
     "index.html": b"<!doctype html><title>root</title>\n",
@@ -111,6 +112,72 @@ def test_names(srv):
         is_((resp.status, resp.body), (200, body), "GET %s" % target)
 
 
+def test_more_names(srv):
+    srv.write_file("caf\u00e9.txt", b"utf-8 name")
+    resp = srv.get("/caf%C3%A9.txt")
+    is_((resp.status, resp.body), (200, b"utf-8 name"), "GET /caf%C3%A9.txt (UTF-8 name)")
+    resp = srv.get("/caf%c3%a9.txt")
+    is_((resp.status, resp.body), (200, b"utf-8 name"), "GET /caf%c3%a9.txt (lower-case hex)")
+    for target in ("/x%zz.txt", "/%", "/x.txt%", "/x.txt%4", "/%%%"):
+        resp = srv.get(target)
+        ok(resp.status in (400, 404), "GET %s (bad escape): 400 or 404" % target,
+           "got %d" % resp.status)
+
+    # A file that disappears is a 404, not a stale answer.
+    srv.write_file("gone.txt", b"soon gone")
+    is_(srv.get("/gone.txt").status, 200, "GET /gone.txt while it exists")
+    os.unlink(srv.path("gone.txt"))
+    is_(srv.get("/gone.txt").status, 404, "GET /gone.txt after unlink: 404")
+
+    # index.html that is a directory is no index.
+    os.makedirs(srv.path("odd/index.html"))
+    resp = srv.get("/odd/")
+    ok(resp.status in (403, 404), "GET /odd/ whose index.html is a directory: 403 or 404",
+       "got %d" % resp.status)
+
+
+def test_special_files(srv):
+    # open() of a FIFO blocks until a writer comes: a pool thread stuck there
+    # for good would starve every later file request and the shutdown.
+    os.mkfifo(srv.path("fifo"))
+    os.mkfifo(srv.path("fifo.html"))
+    for target in ("/fifo", "/fifo.html", "/fifo", "/fifo", "/fifo.html", "/fifo"):
+        try:
+            resp = srv.get(target)
+            status = resp.status
+        except OSError as e:
+            status = "no answer (%s)" % e
+        ok(status in (403, 404), "GET %s (a FIFO): 403 or 404" % target, "got %r" % (status,))
+    resp = srv.get("/x.txt")
+    is_((resp.status, resp.body), (200, b"hello"), "files still served after the FIFO requests")
+    resp = srv.get("/sub/other.txt")
+    is_((resp.status, resp.body), (200, b"other"), "... and another one")
+
+
+def test_date(srv):
+    resp = srv.get("/x.txt")
+    try:
+        when = email.utils.parsedate_to_datetime(resp.header("Date")).timestamp()
+    except (TypeError, ValueError):
+        when = 0
+    # Not a timing check: a time zone mix-up is hours off.
+    ok(abs(when - time.time()) < 600, "Date is the current time in GMT (%s)" % resp.header("Date"))
+
+
+def test_absolute_form(srv):
+    # RFC 9112 3.2.2: a server MUST accept the absolute-form.
+    with Conn(srv.port) as conn:
+        conn.send(b"GET http://127.0.0.1/x.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        try:
+            resp = conn.read_response()
+            got = (resp.status, resp.body)
+        except ProtocolError as e:
+            got = str(e)
+        ok(got == (200, b"hello") or (isinstance(got, tuple) and got[0] == 400),
+           "GET http://127.0.0.1/x.txt (absolute-form): the file, or 400", "got %r" % (got,))
+        note("absolute-form answer: %r" % (got,))
+
+
 def test_errors(srv):
     for target in ("/missing.txt", "/sub/missing", "/missing/", "/x.txt/", "/x.txt/y"):
         resp = srv.get(target)
@@ -196,6 +263,10 @@ def main():
         test_files(srv)
         test_directories(srv)
         test_names(srv)
+        test_more_names(srv)
+        test_special_files(srv)
+        test_date(srv)
+        test_absolute_form(srv)
         test_errors(srv)
         test_garbage(srv)
         test_abuse(srv)

@@ -3,12 +3,14 @@
 # HTTP/1.0 with and without keep-alive, pipelining (answers in order, also
 # across large files and POST /gzip), requests split into tiny writes.
 import os
+import socket
 import sys
+import threading
 import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (KiB, MiB, Server, build_request, is_, like, note, ok,  # noqa: E402
+from harness import (KiB, MiB, ProtocolError, Server, build_request, is_, like, note, ok,  # noqa: E402
                      gunzip, random_bytes, run)
 
 FILES = {
@@ -136,12 +138,96 @@ def test_split_writes(srv):
             "GET sharing a write with the end of a POST body")
 
 
+def test_half_close(srv):
+    # The client sends its request and shuts down its side (like `nc -N`):
+    # the answer must still come.
+    with srv.conn() as conn:
+        conn.request("GET", "/b.txt")
+        conn.sock.shutdown(socket.SHUT_WR)
+        try:
+            resp = conn.read_response()
+            got = (resp.status, resp.body)
+        except (OSError, ProtocolError) as e:
+            got = "no answer (%s)" % e
+        is_(got, (200, FILES["b.txt"]), "answer after the client's half-close")
+    with srv.conn() as conn:
+        conn.send(build_request("GET", "/mid.bin") + build_request("GET", "/a.txt"))
+        conn.sock.shutdown(socket.SHUT_WR)
+        try:
+            got = [(r.status, r.body) for r in conn.read_responses(["GET", "GET"])]
+        except (OSError, ProtocolError) as e:
+            got = "no answer (%s)" % e
+        ok(got == [(200, FILES["mid.bin"]), (200, FILES["a.txt"])],
+           "two pipelined answers after the client's half-close", "got %.200r" % (got,))
+
+
+def test_get_with_body(srv):
+    raw = (build_request("GET", "/a.txt", body=b"ignored body") +
+           build_request("GET", "/b.txt", chunks=[b"chunked", b"ignored"]) +
+           build_request("GET", "/c.txt"))
+    with srv.conn() as conn:
+        conn.send(raw)
+        got = [(r.status, r.body) for r in conn.read_responses(["GET"] * 3)]
+        is_(got, [(200, FILES["a.txt"]), (200, FILES["b.txt"]), (200, FILES["c.txt"])],
+            "GETs with bodies are framed correctly in a pipeline")
+
+
+def test_many_pipelined_slow_reader(srv):
+    # 300 pipelined GETs of 200 KiB (60 MiB of answers) sent while the client
+    # does not read at first: the server must stop reading requests, not
+    # buffer answers, and then answer every one in order.
+    n = 300
+    raw = build_request("GET", "/mid.bin") * n
+    with srv.conn(rcvbuf=64 * KiB) as conn:
+        sender = threading.Thread(target=conn.send, args=(raw,), daemon=True)
+        sender.start()
+        time.sleep(0.3)
+        rss = srv.rss_kib()
+        good = 0
+        for _ in range(n):
+            resp = conn.read_response()
+            good += resp.status == 200 and resp.body == FILES["mid.bin"]
+        sender.join(5)
+        is_(good, n, "%d pipelined 200 KiB answers to a slow reader, all complete" % n)
+        note("RSS while the pipeline was stalled: %d KiB" % rss)
+
+
+def test_concurrent(srv):
+    results = []
+    lock = threading.Lock()
+
+    def client(i):
+        name = "abc"[i % 3] + ".txt"
+        try:
+            with srv.conn() as conn:
+                for _ in range(5):
+                    resp = conn.roundtrip("GET", "/" + name)
+                    good = resp.status == 200 and resp.body == FILES[name]
+                    with lock:
+                        results.append(good)
+        except Exception as e:  # counted as missing below
+            with lock:
+                results.append(e)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ok(sum(r is True for r in results) == 250, "50 concurrent clients x 5 requests all answered",
+       "failures: %r" % [r for r in results if r is not True][:5])
+
+
 def main():
     with Server(files=FILES) as srv:
         test_keepalive(srv)
         test_http10(srv)
         test_pipelining(srv)
         test_split_writes(srv)
+        test_half_close(srv)
+        test_get_with_body(srv)
+        test_many_pipelined_slow_reader(srv)
+        test_concurrent(srv)
 
 
 run(main)

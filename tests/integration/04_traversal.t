@@ -58,6 +58,10 @@ def main():
     srv.symlink("a/up", "../..")
     srv.symlink("to_x", "x.txt")
     srv.symlink("to_a", "a")
+    srv.symlink("loop", "loop")
+    srv.symlink("loop1", "loop2")
+    srv.symlink("loop2", "loop1")
+    srv.symlink("dangling", "does-not-exist")
 
     with srv:
         resp = srv.get("/x.txt")
@@ -100,6 +104,10 @@ def main():
             b"/a/up/odir/s.txt",
             b"/to_a/../../secret.txt",
             b"/%2e%2e/" + os.path.basename(outside).encode() + b"/secret.txt",
+            b"/loop",
+            b"/loop/x",
+            b"/loop1",
+            b"/dangling",
         ]
         for target in targets:
             expect_refused(srv, target)

@@ -12,7 +12,7 @@ import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import MiB, Server, is_, ok, random_bytes, run  # noqa: E402
+from harness import MiB, ProtocolError, Server, is_, ok, random_bytes, run  # noqa: E402
 
 BIG = 16 * MiB + 7
 SIZES = sorted({0, 1, 4095, 4096, 4097, 65535, 65536, 65537, BIG})
@@ -79,11 +79,39 @@ def check_partition(root, digests, partition):
                "read jobs before %r after %r" % (before, after))
 
 
+def test_truncated_while_sent(root):
+    # The file shrinks while it is being sent: the answer cannot keep its
+    # Content-Length, so the server must cut the connection, not hang or
+    # pad, and go on serving.
+    path = os.path.join(root, "shrinks.bin")
+    with open(path, "wb") as f:
+        f.write(random_bytes(8 * MiB, 6))
+    with Server(root=root, args=["--partition", "4k"], name="server for a shrinking file") as srv:
+        with srv.conn(rcvbuf=16 * 1024) as conn:
+            conn.request("GET", "/shrinks.bin")
+            head = conn.read_head()
+            is_(head[1], 200, "shrinking file: 200")
+            conn.read_exact(64 * 1024)
+            os.truncate(path, 100 * 1024)
+            try:
+                conn.read_exact(8 * MiB - 64 * 1024)
+                got = "the full length"
+            except ProtocolError:
+                got = "closed early"
+            except OSError as e:
+                got = "%s: %s" % (type(e).__name__, e)
+            is_(got, "closed early", "shrinking file: connection closed before Content-Length")
+        resp = srv.get("/shrinks.bin")
+        is_((resp.status, len(resp.body)), (200, 100 * 1024), "the shrunk file is served whole")
+    os.unlink(path)
+
+
 def main():
     root, digests = make_root()
     try:
         for partition in ("4k", "64k", "whole"):
             check_partition(root, digests, partition)
+        test_truncated_while_sent(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -113,6 +114,69 @@ def test_limits():
         is_(resp.status, 200, "server still answers after the 413s")
 
 
+def test_framing():
+    with Server(args=["--gzip-partition", "4k"], name="server for framing") as srv:
+        body = text_bytes(50 * KiB)
+        with Conn(srv.port) as conn:
+            resp = conn.roundtrip("POST", "/gzip", body=body, version="HTTP/1.0", host=False)
+            ok(not resp.chunked, "HTTP/1.0 POST /gzip: answer not chunked (1.0 has no chunks)",
+               repr(resp.headers))
+            check_answer(resp, body, "HTTP/1.0 POST /gzip")
+            is_(conn.wait_closed(), "closed", "HTTP/1.0 POST /gzip: closed after")
+
+        # Chunk extensions and trailers belong to the framing, not the body.
+        raw = (b"POST /gzip HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5;name=value\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n"
+               b"GET /stats HTTP/1.1\r\nHost: a\r\n\r\n")
+        with Conn(srv.port) as conn:
+            conn.send(raw)
+            resp = conn.read_response()
+            check_answer(resp, b"hello world", "chunk extension and trailer")
+            is_(conn.read_response().status, 200, "the request after the trailer is answered")
+
+        with Conn(srv.port) as conn:
+            resp = conn.roundtrip("POST", "/gzip", body=body, headers={"Connection": "close"})
+            check_answer(resp, body, "POST /gzip with Connection: close")
+            is_(conn.wait_closed(), "closed", "POST /gzip with Connection: close: closed after")
+
+
+def test_concurrency_and_aborts():
+    with Server(args=["--gzip-partition", "4k", "--threads", "2"],
+                name="server for aborts") as srv:
+        results = [None] * 4
+
+        def post(i):
+            try:
+                with Conn(srv.port) as conn:
+                    resp = conn.roundtrip("POST", "/gzip", body=RANDOM_1M[i:])
+                results[i] = gunzip(resp.body) == RANDOM_1M[i:]
+            except Exception as e:  # reported below
+                results[i] = e
+
+        threads = [threading.Thread(target=post, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        is_(results, [True] * 4, "4 concurrent 1 MiB POST /gzip on 2 threads at 4k")
+
+        # Clients that leave with their gzip work queued or running.
+        for i in range(10):
+            with Conn(srv.port) as conn:
+                raw = build_request("POST", "/gzip", body=RANDOM_1M)
+                conn.send(raw if i % 2 else raw[:len(raw) // 2])
+        deadline = time.monotonic() + 10 * SLOW
+        while time.monotonic() < deadline:
+            st = srv.stats()
+            if st["connections"]["active"] == 1 and st["jobs"]["gzip"]["in_flight"] == 0:
+                break
+            time.sleep(0.05)
+        ok(st["connections"]["active"] == 1 and st["jobs"]["gzip"]["in_flight"] == 0,
+           "aborted uploads leave no connection or gzip job behind", repr(st))
+        resp = Conn(srv.port).roundtrip("POST", "/gzip", body=b"still here")
+        check_answer(resp, b"still here", "POST /gzip after the aborts")
+
+
 def test_curl():
     with Server(name="server for curl") as srv:
         path = os.path.join(srv.tmp, "upload.bin")
@@ -133,6 +197,8 @@ def main():
     for partition in ("4k", "64k", "whole"):
         check_partition(partition)
     test_limits()
+    test_framing()
+    test_concurrency_and_aborts()
     test_curl()
 
 
