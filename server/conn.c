@@ -374,7 +374,8 @@ static int on_headers_complete(llhttp_t *p)
             return refuse(c, status);
     }
     const char *expect = r->headers[HEADER_EXPECT];
-    if (expect != NULL && strcasecmp(expect, "100-continue") == 0 && r->http_minor == 1)
+    bool body = r->chunked || (r->has_length && r->content_length > 0);
+    if (body && expect != NULL && strcasecmp(expect, "100-continue") == 0 && r->http_minor == 1)
         send_continue(c);
     return 0;
 }
