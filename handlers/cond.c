@@ -33,7 +33,12 @@ bool etag_list_match(const char *list, const char *etag, bool strong)
     if (*p == '*')
         return *skip_space(p + 1) == '\0';
     bool ours_weak = strncmp(etag, "W/", 2) == 0;
-    while (*p != '\0') {
+    for (;;) {
+        /* Empty list elements are allowed (RFC 9110 5.6.1.2). */
+        while (*p == ',' || *p == ' ' || *p == '\t')
+            p++;
+        if (*p == '\0')
+            break;
         bool weak = strncmp(p, "W/", 2) == 0;
         if (weak)
             p += 2;
@@ -46,9 +51,7 @@ bool etag_list_match(const char *list, const char *etag, bool strong)
         if (same_tag(p, len, etag) && (!strong || (!weak && !ours_weak)))
             return true;
         p = skip_space(end + 1);
-        if (*p == ',')
-            p = skip_space(p + 1);
-        else if (*p != '\0')
+        if (*p != ',' && *p != '\0')
             return false;
     }
     return false;

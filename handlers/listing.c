@@ -119,7 +119,8 @@ static long read_entries(const char *dir, struct entry **out)
         free(list);
         return rc;
     }
-    qsort(list, n, sizeof *list, by_name);
+    if (n > 1) /* qsort(NULL, 0, ...) is undefined */
+        qsort(list, n, sizeof *list, by_name);
     *out = list;
     return (long)n;
 }

@@ -27,8 +27,8 @@ static const char *skip_space(const char *p)
     return p;
 }
 
-/* Parses one range-spec at *P. Returns false if malformed; sets *KEEP to
- * whether it is satisfiable against SIZE. */
+/* Parses one range-spec at *P. Returns false if malformed (or a suffix
+ * range of an empty file); sets *KEEP to whether it is satisfiable. */
 static bool one_range(const char **p, uint64_t size, struct range *r, bool *keep)
 {
     const char *s = *p;
@@ -36,6 +36,10 @@ static bool one_range(const char **p, uint64_t size, struct range *r, bool *keep
     if (*s == '-') { /* suffix: the last N bytes */
         s++;
         if (!number(&s, &last))
+            return false;
+        /* The only satisfiable range of an empty file, yet no 206 can
+         * carry zero bytes: the caller sends the (empty) whole. */
+        if (size == 0 && last > 0)
             return false;
         *keep = last > 0 && size > 0;
         r->first = last >= size ? 0 : size - last;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "handlers/byteranges.h"
@@ -240,7 +241,9 @@ static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bo
 {
     const struct config *cfg = conn_server(c)->cfg;
     char modified[HTTP_DATE_LEN];
-    http_date_format(mtime, modified);
+    time_t now = time(NULL);
+    /* A clock skewed into the future is not a modification date (RFC 9110 8.8.2.1). */
+    http_date_format(mtime > now ? now : mtime, modified);
     conn_head_add(c, "ETag: %s\r\nLast-Modified: %s\r\n", rep->etag, modified);
     if (vary)
         conn_head_add(c, "Vary: Accept-Encoding\r\n");

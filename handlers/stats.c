@@ -40,8 +40,10 @@ int stats_on_request(struct conn *c, const struct request *req)
     put_size(&o, "partition", srv->cfg->partition);
     put_size(&o, "gzip_partition", srv->cfg->gzip_partition);
     put(&o, "\"uptime_ms\":%" PRIu64 ",", uv_now(srv->loop) - srv->started_ms);
-    put(&o, "\"connections\":{\"active\":%" PRIu64 ",\"accepted\":%" PRIu64 "},", srv->active,
-        srv->accepted);
+    put(&o,
+        "\"connections\":{\"active\":%" PRIu64 ",\"accepted\":%" PRIu64
+        ",\"refused\":%" PRIu64 "},",
+        srv->active, srv->accepted, srv->refused);
     put(&o, "\"requests\":%" PRIu64 ",\"jobs\":{", srv->requests);
     for (int i = 0; i < GATEWAY_NCLASSES; i++) {
         const struct gateway_class_stats *s = gateway_stats(i);

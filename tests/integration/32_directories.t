@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+# Directories: /dir redirects to /dir/ keeping the query string; /dir/ serves
+# index.html; without index.html, 404 while listing is off (the default);
+# with --listing on, an HTML listing: sorted, names HTML-escaped, links
+# percent-encoded (and followable), sizes and dates shown, directories
+# linked with a trailing slash.
+import html
+import html.parser
+import os
+import re
+import sys
+import urllib.parse
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (Server, comparable_headers, is_, like, ok, run)  # noqa: E402
+
+INDEX = b"<!doctype html><title>dir</title><p>the index</p>\n"
+FILES = {
+    "dir/index.html": INDEX,
+    "dir/sub/index.html": b"<p>nested</p>\n",
+    "a b/index.html": b"<p>space</p>\n",
+    "noindex/x.txt": b"x",
+    "root.txt": b"root",
+    "q?x/index.html": b"<p>question mark</p>",
+    "100%/index.html": b"<p>percent</p>",
+    "a#b/index.html": b"<p>hash</p>",
+}
+
+# Listed directory: tricky names, each with distinct content.
+LISTED = {
+    "b.txt": b"bbb",
+    "a.txt": b"a" * 12345,
+    "Z.txt": b"zz",
+    "<x>&\"'.txt": b"html special",
+    "sp ace.txt": b"space",
+    "\u00fcn\u00efc\u00f6de.txt": b"unicode",
+    "100%.txt": b"percent",
+    "q?hash#.txt": b"query and fragment",
+    "colon:name.txt": b"colon",
+    "empty.txt": b"",
+}
+LISTED_DIRS = ["subdir", "d<&>"]
+MTIME = 1000000000  # 2001-09-09 01:46:40 UTC
+
+
+def location_of(resp):
+    """The path and query of a Location header (absolute or not)."""
+    parts = urllib.parse.urlsplit(resp.header("Location", ""))
+    return parts.path + ("?" + parts.query if parts.query else "")
+
+
+def test_redirects(srv):
+    cases = [
+        ("/dir", "/dir/"),
+        ("/dir?x=1&y=%20z", "/dir/?x=1&y=%20z"),
+        ("/dir?", "/dir/"),
+        ("/dir/sub", "/dir/sub/"),
+        ("/dir/sub?a=b", "/dir/sub/?a=b"),
+        ("/a%20b", "/a%20b/"),
+        ("/noindex", "/noindex/"),
+    ]
+    for target, want in cases:
+        for method in ("GET", "HEAD"):
+            resp = srv.conn().roundtrip(method, target)
+            is_(resp.status, 301, "%s %s: 301" % (method, target))
+            got = location_of(resp)
+            # "/dir/?" and "/dir/" are the same resource.
+            is_(got.rstrip("?"), want, "%s %s: Location %s" % (method, target, want))
+        if want.startswith("/dir/?"):
+            # following the redirect works, the query does not matter
+            resp = srv.get(location_of(srv.get(target)))
+            is_((resp.status, resp.body), (200, INDEX), "following %s: the index" % target)
+
+
+def test_encoded_redirects(srv):
+    # The Location must re-encode what the request had to encode.
+    for target, name in (("/q%3Fx", "q?x"), ("/100%25", "100%"), ("/a%23b", "a#b"),
+                         ("/q%3Fx?k=v", "q?x")):
+        resp = srv.get(target)
+        is_(resp.status, 301, "GET %s: 301" % target)
+        loc = resp.header("Location", "")
+        got = srv.get(urllib.parse.urljoin(target, loc))
+        is_((got.status, got.body), (200, FILES[name + "/index.html"]),
+            "GET %s: following Location %s gives %s/index.html" % (target, loc, name))
+
+
+def test_index(srv):
+    for target in ("/dir/", "/dir/?q=1", "/dir/index.html", "//dir//"):
+        resp = srv.get(target)
+        is_((resp.status, resp.body), (200, INDEX), "GET %s: index.html" % target)
+        is_(resp.media_type, "text/html", "GET %s: text/html" % target)
+    resp = srv.get("/a%20b/")
+    is_((resp.status, resp.body), (200, FILES["a b/index.html"]), "GET /a%20b/: its index")
+    head = srv.head("/dir/")
+    is_(comparable_headers(head), comparable_headers(srv.get("/dir/")),
+        "HEAD /dir/: the same headers as GET")
+
+
+def test_listing_off(srv):
+    for target in ("/noindex/", "/noindex/?x"):
+        resp = srv.get(target)
+        is_(resp.status, 404, "listing off: GET %s: 404" % target)
+        ok(b"x.txt" not in resp.body, "listing off: GET %s: no listing" % target)
+    is_(srv.get("/noindex/x.txt").body, b"x", "listing off: files in it are served")
+
+
+class Links(html.parser.HTMLParser):
+    """Collects (href, text, text of the rest of the row) from <a> tags."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.links = []  # [href, link text, text after the link until the next]
+        self.in_a = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.links.append([dict(attrs).get("href"), "", ""])
+            self.in_a = True
+        elif self.links and not self.in_a:
+            self.links[-1][2] += " "  # cells apart
+
+    def handle_endtag(self, tag):
+        if tag == "a":
+            self.in_a = False
+        elif self.links and not self.in_a:
+            self.links[-1][2] += " "
+
+    def handle_data(self, data):
+        if self.links:
+            self.links[-1][1 if self.in_a else 2] += data
+
+
+def fetch_listing(srv, target):
+    resp = srv.get(target)
+    is_(resp.status, 200, "listing: GET %s: 200" % target)
+    is_(resp.media_type, "text/html", "listing: GET %s: text/html" % target)
+    like(resp.header("Content-Type", ""), r"(?i)charset=utf-8",
+         "listing: GET %s: charset=utf-8" % target)
+    is_(resp.header("Content-Length"), str(len(resp.body)),
+        "listing: GET %s: Content-Length" % target)
+    page = resp.body.decode("utf-8")
+    parser = Links()
+    parser.feed(page)
+    parser.close()
+    # the parent link is not an entry
+    entries = [link for link in parser.links if link[0] not in ("../", "..")]
+    return resp, page, entries
+
+
+def test_listing_on(srv):
+    for name, data in LISTED.items():
+        srv.write_file("list/" + name, data)
+        os.utime(srv.path("list/" + name), (MTIME, MTIME))
+    for d in LISTED_DIRS:
+        os.makedirs(srv.path("list/" + d))
+        srv.write_file("list/%s/inner.txt" % d, b"inner of " + d.encode())
+    resp, page, entries = fetch_listing(srv, "/list/")
+    names = [text.rstrip("/") for _, text, _ in entries]
+    want = sorted(list(LISTED) + LISTED_DIRS, key=lambda n: n.encode("utf-8"))
+    is_(sorted(names), sorted(want), "listing: every entry, and only those")
+    is_(names, want, "listing: sorted by name")
+
+    # HTML escaping: the raw page has no unescaped special name.
+    for raw in ("<x>", "&\"'", "d<&>", "<d&>"):
+        ok(raw not in page, "listing: %r does not appear unescaped" % raw)
+    like(page, r"&lt;x&gt;&amp;(&quot;|&#34;|&#x22;)(&#39;|&#x27;|&apos;)\.txt",
+         "listing: <>&\"' escaped as entities")
+
+    for href, text, rest in entries:
+        name = text.rstrip("/")
+        is_dir = name in LISTED_DIRS
+        ok(href is not None and re.match(r"^[\x21-\x7e]+$", href),
+           "listing: %r: the link is printable ASCII, no spaces" % name, "href %r" % href)
+        if href is None:
+            continue
+        path = urllib.parse.urlsplit(href).path
+        ok(not urllib.parse.urlsplit(href).scheme, "listing: %r: a relative link" % name,
+           "href %r" % href)
+        is_(os.path.basename(urllib.parse.unquote(path.rstrip("/"))), name,
+            "listing: %r: the link decodes to the name" % name)
+        if is_dir:
+            ok(href.endswith("/"), "listing: directory %r: the link ends in /" % name,
+               "href %r" % href)
+            ok(text.endswith("/"), "listing: directory %r: shown with a trailing /" % name)
+        target = urllib.parse.urljoin("/list/", href)
+        got = srv.get(target)
+        if is_dir:
+            # the linked directory is listed itself
+            ok(got.status == 200 and b"inner.txt" in got.body,
+               "listing: following %r (%s): its listing" % (name, target),
+               "got %d" % got.status)
+        else:
+            is_((got.status, got.body), (200, LISTED[name]),
+                "listing: following %r (%s): the file" % (name, target))
+            # sizes and dates are shown in the entry's row
+            size = len(LISTED[name])
+            ok(re.search(r"(?<![\d.])%d(?![\d.])" % size, rest) or
+               (size > 9999 and re.search(r"\b12(\.\d+)?\s*[kK]", rest)),
+               "listing: %r: its size %d is shown" % (name, size), "row text %r" % rest)
+            ok("2001" in rest, "listing: %r: its date (2001) is shown" % name,
+               "row text %r" % rest)
+
+    # the escaped directory's own listing escapes its title
+    _, page, entries = fetch_listing(srv, "/list/d%3C%26%3E/")
+    ok("<&>" not in page, "listing of /list/d<&>/: its name escaped in the page")
+    is_([text for _, text, _ in entries], ["inner.txt"], "listing of /list/d<&>/: its entry")
+
+    # parent link, root without index.html
+    ok('href="../"' in page, "listing: a parent link in a subdirectory")
+    _, page, entries = fetch_listing(srv, "/")
+    ok("root.txt" in [text for _, text, _ in entries], "listing of / (no index.html)")
+
+    # index.html still wins; /list still redirects; HEAD like GET
+    is_(srv.get("/dir/").body, INDEX, "listing on: a directory with index.html serves it")
+    is_(location_of(srv.get("/list")), "/list/", "listing on: /list still redirects")
+    head = srv.head("/list/")
+    get = srv.get("/list/")
+    is_(head.status, 200, "listing: HEAD /list/: 200")
+    is_(comparable_headers(head), comparable_headers(get), "listing: HEAD like GET")
+
+    os.makedirs(srv.path("list/empty"))
+    _, page, entries = fetch_listing(srv, "/list/empty/")
+    is_(entries, [], "listing of an empty directory: no entries")
+
+    # a dangling symlink and a FIFO do not break the listing
+    srv.write_file("odd/f.txt", b"f")
+    srv.symlink("odd/dangling", "/nonexistent/unclog-test")
+    os.mkfifo(srv.path("odd/fifo"))
+    _, page, entries = fetch_listing(srv, "/odd/")
+    is_(sorted(text for _, text, _ in entries), ["dangling", "f.txt", "fifo"],
+        "listing with a dangling symlink and a FIFO: every entry")
+
+
+def main():
+    with Server(files=FILES, name="server, listing off (default)") as srv:
+        test_redirects(srv)
+        test_encoded_redirects(srv)
+        test_index(srv)
+        test_listing_off(srv)
+    with Server(files=FILES, args=["--listing", "on"], name="server, --listing on") as srv:
+        test_redirects(srv)
+        test_listing_on(srv)
+
+
+run(main)
