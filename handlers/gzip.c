@@ -60,10 +60,11 @@ int gzip_on_body(struct conn *c, const char *at, size_t len)
     if (len > b->max - b->len)
         return 413;
     if (b->len + len > b->cap) {
-        const struct request *req = conn_request(c);
-        size_t want = req->has_length ? (size_t)req->content_length : b->cap * 2;
+        /* Grow with what arrives, not with what Content-Length promises: a
+         * client announcing 16m and sending a trickle costs a trickle. */
+        size_t want = b->cap * 2 > BODY_CHUNK ? b->cap * 2 : BODY_CHUNK;
         if (want < b->len + len)
-            want = b->len + len + BODY_CHUNK;
+            want = b->len + len;
         if (want > b->max)
             want = b->max;
         char *grown = realloc(b->data, want);

@@ -13,6 +13,10 @@
  * rather than kept for the connection's next one. */
 #define KEEP_BUFFER_MAX (1u << 20)
 
+/* One piece is at most this big, so that `whole` of a file over 4 GiB
+ * still fits uv_buf_t's 32-bit length (it then takes a few reads). */
+#define PIECE_MAX (1u << 30)
+
 static const char crlf[] = "\r\n";
 static const char last_chunk[] = "0\r\n\r\n";
 
@@ -36,7 +40,7 @@ void pump_free(struct pump *pump)
         free(pump->slots[i].buf);
         pump->slots[i].buf = NULL;
     }
-    pump->cap = 0;
+    pump->alloc = 0;
 }
 
 /* Ends the response once nothing is in flight; FAILED responses report an error. */
@@ -48,7 +52,7 @@ static void finish_if_idle(struct pump *pump)
         return;
     pump->src->ops->release(pump->src);
     pump->src = NULL;
-    if (pump->cap > KEEP_BUFFER_MAX)
+    if (pump->alloc > KEEP_BUFFER_MAX)
         pump_free(pump);
     pump->done(pump, pump->failed || !pump->eof ? UV_ECANCELED : 0);
 }
@@ -58,10 +62,14 @@ static void pump_on_write(uv_write_t *req, int status)
     struct pump_slot *slot = container_of(req, struct pump_slot, req);
     struct pump *pump = slot->pump;
     slot->busy = false;
-    if (status < 0)
+    if (status < 0) {
         pump->failed = true;
-    else if (!pump->eof && !pump->failed && !pump->stopping)
+        /* Nobody will read what a queued fill would produce. */
+        if (pump->filling >= 0)
+            gateway_cancel(&pump->fill.job);
+    } else if (!pump->eof && !pump->failed && !pump->stopping) {
         fill_next(pump);
+    }
     finish_if_idle(pump);
 }
 
@@ -99,24 +107,23 @@ static void write_slot(struct pump *pump, struct pump_slot *slot)
 
 static void fill_work(struct gateway_job *job)
 {
-    struct pump *pump = container_of(job, struct pump, job);
-    struct pump_slot *slot = &pump->slots[pump->filling];
-    size_t len = 0;
-    pump->fill_eof = false;
-    pump->fill_rc = pump->src->ops->fill(pump->src, slot->buf, pump->cap, &len, &pump->fill_eof);
-    slot->len = len;
+    struct pump_fill *f = container_of(job, struct pump_fill, job);
+    f->len = 0;
+    f->eof = false;
+    f->rc = f->src->ops->fill(f->src, f->buf, f->cap, &f->len, &f->eof);
 }
 
 static void fill_after_work(struct gateway_job *job, int status)
 {
-    struct pump *pump = container_of(job, struct pump, job);
+    struct pump *pump = container_of(job, struct pump, fill.job);
     struct pump_slot *slot = &pump->slots[pump->filling];
     pump->filling = -1;
-    if (status < 0 || pump->fill_rc < 0 || pump->stopping) {
+    if (status < 0 || pump->fill.rc < 0 || pump->stopping || pump->failed) {
         slot->busy = false;
         pump->failed = true;
     } else {
-        pump->eof = pump->fill_eof;
+        slot->len = pump->fill.len;
+        pump->eof = pump->fill.eof;
         write_slot(pump, slot);
         if (!pump->eof && !pump->failed)
             fill_next(pump);
@@ -134,7 +141,7 @@ static void fill_next(struct pump *pump)
         return;
     struct pump_slot *slot = &pump->slots[i];
     if (slot->buf == NULL) {
-        slot->buf = malloc(pump->cap);
+        slot->buf = malloc(pump->alloc);
         if (slot->buf == NULL) {
             pump->failed = true;
             return;
@@ -142,7 +149,10 @@ static void fill_next(struct pump *pump)
     }
     slot->busy = true;
     pump->filling = i;
-    int rc = gateway_submit(pump->stream->loop, &pump->job, pump->src->cls, fill_work,
+    pump->fill.src = pump->src;
+    pump->fill.buf = slot->buf;
+    pump->fill.cap = pump->src->buf_size;
+    int rc = gateway_submit(pump->stream->loop, &pump->fill.job, pump->src->cls, fill_work,
                             fill_after_work);
     if (rc < 0) {
         slot->busy = false;
@@ -154,9 +164,12 @@ static void fill_next(struct pump *pump)
 int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
                bool chunked)
 {
-    if (src->buf_size != pump->cap) {
+    if (src->buf_size > PIECE_MAX)
+        src->buf_size = PIECE_MAX;
+    /* Slot buffers are reused while they are big enough. */
+    if (src->buf_size > pump->alloc) {
         pump_free(pump);
-        pump->cap = src->buf_size;
+        pump->alloc = src->buf_size;
     }
     pump->src = src;
     pump->head = head;
@@ -179,7 +192,7 @@ void pump_stop(struct pump *pump)
         return;
     pump->stopping = true;
     if (pump->filling >= 0)
-        gateway_cancel(&pump->job);
+        gateway_cancel(&pump->fill.job);
     finish_if_idle(pump);
 }
 

@@ -49,18 +49,27 @@ struct pump_slot {
     bool busy;      /* being filled, or written and not yet confirmed */
 };
 
+/* One fill on the pool: all that the work half may touch. */
+struct pump_fill {
+    struct gateway_job job;
+    struct pump_source *src;
+    char *buf;
+    size_t cap;
+    size_t len; /* results, written by the worker */
+    bool eof;
+    int rc;
+};
+
 /* Embedded in its connection. Owns its slots' buffers and, while running,
  * the source. */
 struct pump {
     uv_stream_t *stream;
     pump_done_fn done;
     struct pump_source *src; /* NULL when idle */
-    struct gateway_job job;
+    struct pump_fill fill;
     struct pump_slot slots[2];
-    size_t cap;             /* size of each slot's buffer */
+    size_t alloc;           /* size of each slot's buffer, kept across responses */
     int filling;            /* slot being filled, or -1 */
-    int fill_rc;            /* the fill's result, written by the worker */
-    bool fill_eof;          /* the fill produced the last piece */
     const char *head;       /* response head, sent with the first piece */
     size_t head_len;
     unsigned long long sent; /* body bytes handed to the socket (framing excluded) */
