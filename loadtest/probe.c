@@ -824,7 +824,7 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->port = (int)x;
         } else if (strcmp(a, "--rate") == 0 && (ok = parse_number(v, 0.1, 100000, &x))) {
             o->rate = x;
-        } else if (strcmp(a, "--duration") == 0 && (ok = parse_number(v, 0.1, 3600, &x))) {
+        } else if (strcmp(a, "--duration") == 0 && (ok = parse_number(v, 0.01, 3600, &x))) {
             o->duration = x;
         } else if (strcmp(a, "--timeout") == 0 && (ok = parse_number(v, 0.01, 600, &x))) {
             o->timeout = x;
