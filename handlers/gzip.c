@@ -87,7 +87,8 @@ static int next_slice(struct deflate_source *d)
         size_t pos = d->slice_end;
         size_t left = d->body.len - pos;
         d->slice_end = pos + (left < d->slice ? left : d->slice);
-        z->next_in = (Bytef *)d->body.data + pos;
+        /* An empty body has no buffer, and NULL + 0 is undefined behaviour. */
+        z->next_in = d->body.data ? (Bytef *)d->body.data + pos : Z_NULL;
         z->avail_in = (uInt)(d->slice_end - pos);
         d->last_slice = d->slice_end == d->body.len;
         return 0;

@@ -36,7 +36,8 @@ static void add(struct page *pg, const char *fmt, ...)
     for (int attempt = 0; attempt < 2 && !pg->failed; attempt++) {
         va_list ap;
         va_start(ap, fmt);
-        int n = vsnprintf(pg->buf + pg->len, pg->cap - pg->len, fmt, ap);
+        /* NULL + 0 is undefined behaviour: the first call measures only. */
+        int n = vsnprintf(pg->buf ? pg->buf + pg->len : NULL, pg->cap - pg->len, fmt, ap);
         va_end(ap);
         if (n < 0) {
             pg->failed = true;

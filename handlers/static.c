@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "handlers/byteranges.h"
+#include "handlers/cache.h"
 #include "handlers/cond.h"
 #include "handlers/gzip.h"
 #include "handlers/http_date.h"
@@ -23,29 +24,44 @@
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
-/* One open+fstat (and, where asked, FILE.gz or a directory listing) on the
- * pool. Owned by the handler from submit to done; holds its connection. */
+/* A file to send: open (FD), or its whole body in memory (BODY). */
+struct file {
+    struct stat st;
+    int fd;           /* -1 when BODY holds the file, or once the response took it */
+    const char *body; /* st.st_size bytes, or NULL */
+    int gz_fd;        /* FILE.gz, or -1 */
+    struct stat gz_st;
+};
+
+/* One open+fstat (and, where asked, FILE.gz, a directory listing, or the
+ * body of a small file for the cache) on the pool. Owned by the handler
+ * from submit to done; holds its connection. */
 struct open_job {
     struct gateway_job job;
     struct conn *conn;
     const char *root; /* the server's realpath'ed root, immutable while running */
     size_t root_len;
-    bool want_dir, want_gz, want_listing;
+    bool want_dir, want_gz, want_listing, gzip_possible;
+    int inotify_fd;     /* the cache's, or -1: no body wanted */
+    size_t cache_max;   /* largest body wanted */
+    uint64_t cache_gen; /* the cache's change count at submit */
     /* results, written by the worker */
     int err;
     bool redirect;
-    int fd, gz_fd;
-    struct stat st, gz_st;
+    struct file f;
+    int wd;     /* inotify watch on the file, or -1 */
+    char *body; /* its body, for the cache */
     char *listing; /* malloc'd HTML index, when the directory has no index.html */
     size_t listing_len;
     char path[PATH_MAX];     /* root + '/' + relative path; + "/index.html" for a dir */
-    char relative[PATH_MAX]; /* decoded, normalised, for redirects and listings */
+    char real[PATH_MAX];     /* the last file opened, resolved */
+    char relative[PATH_MAX]; /* decoded, normalised: redirects, listings, cache key */
 };
 
 /* realpath, refuse anything outside the root, open, fstat into FD and ST. */
 static int open_beneath(struct open_job *j, const char *path, int *fd, struct stat *st)
 {
-    char real[PATH_MAX];
+    char *real = j->real;
     if (realpath(path, real) == NULL)
         return -errno;
     /* Symlinks are followed only while they stay under the root. */
@@ -72,7 +88,7 @@ static void drop(int *fd)
 /* A directory: redirect "/dir" to "/dir/", else its index.html or listing. */
 static void open_directory(struct open_job *j)
 {
-    drop(&j->fd);
+    drop(&j->f.fd);
     if (!j->want_dir) {
         j->redirect = true;
         return;
@@ -83,7 +99,7 @@ static void open_directory(struct open_job *j)
         return;
     }
     memcpy(j->path + len, "/index.html", sizeof "/index.html");
-    j->err = open_beneath(j, j->path, &j->fd, &j->st);
+    j->err = open_beneath(j, j->path, &j->f.fd, &j->f.st);
     if (j->err == -ENOENT && j->want_listing) {
         j->path[len] = '\0';
         char shown[PATH_MAX + 2];
@@ -92,30 +108,58 @@ static void open_directory(struct open_job *j)
         j->err = j->listing ? 0 : -errno;
         return;
     }
-    if (j->err == 0 && S_ISDIR(j->st.st_mode))
+    if (j->err == 0 && S_ISDIR(j->f.st.st_mode))
         j->err = -ENOENT;
+}
+
+/* Reads a small file's body for the cache, watching the file first so that
+ * any later change is reported; a failure just means no caching. */
+static void read_body(struct open_job *j)
+{
+    j->wd = cache_watch(j->inotify_fd, j->real);
+    /* Stat again: a change between the first fstat and the watch went unseen. */
+    if (j->wd < 0 || fstat(j->f.fd, &j->f.st) < 0 || (size_t)j->f.st.st_size > j->cache_max)
+        return;
+    size_t size = (size_t)j->f.st.st_size, got = 0;
+    char *body = malloc(size ? size : 1);
+    while (body != NULL && got < size) {
+        ssize_t n = pread(j->f.fd, body + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            free(body);
+            return;
+        }
+        got += (size_t)n;
+    }
+    j->body = body;
+    if (body != NULL && !j->gzip_possible)
+        drop(&j->f.fd); /* the body is all the response needs */
 }
 
 static void open_work(struct gateway_job *job)
 {
     struct open_job *j = container_of(job, struct open_job, job);
-    j->err = open_beneath(j, j->path, &j->fd, &j->st);
+    j->err = open_beneath(j, j->path, &j->f.fd, &j->f.st);
     /* realpath() accepts "file/": a trailing slash must name a directory. */
-    if (j->err == 0 && j->want_dir && !S_ISDIR(j->st.st_mode))
+    if (j->err == 0 && j->want_dir && !S_ISDIR(j->f.st.st_mode))
         j->err = -ENOTDIR;
-    if (j->err == 0 && S_ISDIR(j->st.st_mode))
+    if (j->err == 0 && S_ISDIR(j->f.st.st_mode))
         open_directory(j);
-    if (j->err == 0 && j->listing == NULL && !j->redirect && !S_ISREG(j->st.st_mode))
+    if (j->err == 0 && j->listing == NULL && !j->redirect && !S_ISREG(j->f.st.st_mode))
         j->err = -EACCES;
-    if (j->err == 0 && j->fd >= 0 && j->want_gz) {
+    bool file = j->err == 0 && j->f.fd >= 0;
+    if (file && j->inotify_fd >= 0 && (size_t)j->f.st.st_size <= j->cache_max)
+        read_body(j);
+    if (file && j->want_gz) {
         char gz[PATH_MAX + 3];
         snprintf(gz, sizeof gz, "%s.gz", j->path);
-        if (open_beneath(j, gz, &j->gz_fd, &j->gz_st) != 0 || !S_ISREG(j->gz_st.st_mode))
-            drop(&j->gz_fd);
+        if (open_beneath(j, gz, &j->f.gz_fd, &j->f.gz_st) != 0 || !S_ISREG(j->f.gz_st.st_mode))
+            drop(&j->f.gz_fd);
     }
     if (j->err != 0) {
-        drop(&j->fd);
-        drop(&j->gz_fd);
+        drop(&j->f.fd);
+        drop(&j->f.gz_fd);
     }
 }
 
@@ -209,21 +253,22 @@ struct rep {
     char etag[ETAG_LEN + 2];
 };
 
-static void choose_rep(struct conn *c, struct open_job *j, const char *type, struct rep *rep,
+static void choose_rep(struct conn *c, struct file *f, const char *type, struct rep *rep,
                        bool *vary)
 {
     const struct config *cfg = conn_server(c)->cfg;
     const struct request *req = conn_request(c);
-    *rep = (struct rep){.fd = j->fd, .st = &j->st};
+    *rep = (struct rep){.fd = f->fd, .st = &f->st};
     *vary = (cfg->gzip_files || cfg->gzip_static) && compressible(type, cfg->gzip_types);
     /* Ranges are served from the identity encoding only. */
     bool gzip_ok = *vary && req->headers[HEADER_RANGE] == NULL &&
                    accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
-    if (gzip_ok && j->gz_fd >= 0) {
+    if (gzip_ok && f->gz_fd >= 0) {
         rep->gzip_static = true;
-        rep->fd = j->gz_fd;
-        rep->st = &j->gz_st;
-    } else if (gzip_ok && cfg->gzip_files && (size_t)j->st.st_size >= cfg->gzip_min_size) {
+        rep->fd = f->gz_fd;
+        rep->st = &f->gz_st;
+    } else if (gzip_ok && cfg->gzip_files && f->fd >= 0 &&
+               (size_t)f->st.st_size >= cfg->gzip_min_size) {
         rep->gzip_fly = true;
     }
     etag_make((uint64_t)rep->st->st_ino, (uint64_t)rep->st->st_size,
@@ -251,13 +296,13 @@ static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bo
         conn_head_add(c, "Cache-Control: %s\r\n", cfg->cache_control);
 }
 
-static void send_ranges(struct conn *c, struct open_job *j, const char *type, struct range *r,
+static void send_ranges(struct conn *c, struct file *f, const char *type, struct range *r,
                         int n)
 {
     size_t partition = conn_server(c)->cfg->partition;
-    uint64_t size = (uint64_t)j->st.st_size;
-    int fd = j->fd;
-    j->fd = -1;
+    uint64_t size = (uint64_t)f->st.st_size;
+    int fd = f->fd;
+    f->fd = -1; /* the source takes it */
     if (n == 1) {
         conn_head_add(c, "Content-Type: %s\r\nContent-Range: bytes %llu-%llu/%llu\r\n", type,
                       (unsigned long long)r->first, (unsigned long long)r->last,
@@ -272,8 +317,7 @@ static void send_ranges(struct conn *c, struct open_job *j, const char *type, st
     }
     char boundary[BYTERANGES_BOUNDARY_LEN];
     uint64_t len;
-    struct pump_source *src =
-        byteranges_source(fd, size, r, n, type, partition, &len, boundary);
+    struct pump_source *src = byteranges_source(fd, size, r, n, type, partition, &len, boundary);
     if (src == NULL) {
         conn_send_error(c, 500, NULL);
         return;
@@ -282,17 +326,48 @@ static void send_ranges(struct conn *c, struct open_job *j, const char *type, st
     conn_send_source(c, src, (long long)len);
 }
 
-static void send_file(struct conn *c, struct open_job *j)
+/* The body of a 200: from memory, or streamed by the pump (HEAD too builds
+ * the source, so that conn_send_source writes exactly the head GET would). */
+static void send_body(struct conn *c, struct file *f, const struct rep *rep)
+{
+    size_t partition = conn_server(c)->cfg->partition;
+    uint64_t size = (uint64_t)rep->st->st_size;
+    struct pump_source *src;
+    if (f->body != NULL && !rep->gzip_static && !rep->gzip_fly) {
+        conn_send_body(c, f->body, (size_t)size);
+        return;
+    }
+    if (size == 0) {
+        conn_head_add(c, "Content-Length: 0\r\n");
+        conn_send_head(c);
+        return;
+    }
+    if (rep->gzip_fly) {
+        src = gzip_file_source(rep->fd, size, partition);
+        f->fd = -1;
+    } else {
+        src = pump_file_source(rep->fd, 0, size, partition);
+        if (rep->gzip_static)
+            f->gz_fd = -1;
+        else
+            f->fd = -1;
+    }
+    if (src == NULL)
+        conn_send_error(c, 500, NULL);
+    else
+        conn_send_source(c, src, rep->gzip_fly ? -1 : (long long)size);
+}
+
+/* Preconditions, then 304, 412, 416, 206 or 200 (RFC 9110 13.2.2). Takes
+ * the fds it sends; the caller closes what is left. */
+static void send_file(struct conn *c, struct file *f, const char *type)
 {
     const struct request *req = conn_request(c);
-    const char *type = mime_type(j->path);
     struct rep rep;
     bool vary;
-    choose_rep(c, j, type, &rep, &vary);
+    choose_rep(c, f, type, &rep, &vary);
     time_t mtime = rep.st->st_mtime;
-
-    int status = cond_check(req->headers[HEADER_IF_MATCH],
-                            req->headers[HEADER_IF_UNMODIFIED_SINCE],
+    int status = cond_check(req->headers[HEADER_IF_MATCH], req->headers[HEADER_IF_UNMODIFIED_SINCE],
                             req->headers[HEADER_IF_NONE_MATCH],
                             req->headers[HEADER_IF_MODIFIED_SINCE], true, rep.etag, mtime);
     if (status == 412) {
@@ -305,90 +380,104 @@ static void send_file(struct conn *c, struct open_job *j)
     enum range_result ranged = RANGE_IGNORE;
     const char *range = req->headers[HEADER_RANGE];
     const char *if_range = req->headers[HEADER_IF_RANGE];
-    if (status == 0 && range != NULL && (if_range == NULL || cond_if_range(if_range, rep.etag, mtime)))
+    if (status == 0 && range != NULL && f->fd >= 0 &&
+        (if_range == NULL || cond_if_range(if_range, rep.etag, mtime)))
         ranged = range_parse(range, size, ranges, &count);
+    if (status == 0)
+        status = ranged == RANGE_OK ? 206 : ranged == RANGE_UNSATISFIABLE ? 416 : 200;
 
-    conn_head_start(c, status == 304 ? 304 : ranged == RANGE_OK ? 206 : ranged == RANGE_UNSATISFIABLE ? 416 : 200);
+    conn_head_start(c, status);
     conn_head_add(c, "X-Content-Type-Options: nosniff\r\n");
     file_headers(c, &rep, mtime, vary);
     if (status == 304) {
         conn_send_head(c);
-        return;
-    }
-    if (ranged == RANGE_UNSATISFIABLE) {
-        conn_head_add(c, "Content-Range: bytes */%llu\r\nContent-Type: text/plain; charset=utf-8\r\n",
-                      (unsigned long long)size);
+    } else if (status == 416) {
+        conn_head_add(c, "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
+        conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
         conn_send_body(c, "416 Range Not Satisfiable\n", 26);
-        return;
-    }
-    if (!rep.gzip_static && !rep.gzip_fly)
+    } else if (status == 206) {
         conn_head_add(c, "Accept-Ranges: bytes\r\n");
-    if (ranged == RANGE_OK) {
-        send_ranges(c, j, type, ranges, count);
-        return;
-    }
-    conn_head_add(c, "Content-Type: %s\r\n", type);
-    if (rep.gzip_static || rep.gzip_fly)
-        conn_head_add(c, "Content-Encoding: gzip\r\n");
-    size_t partition = conn_server(c)->cfg->partition;
-    struct pump_source *src = NULL;
-    if (size == 0) {
-        conn_head_add(c, "Content-Length: 0\r\n");
-        conn_send_head(c);
-        return;
-    }
-    /* HEAD too builds the source, so that conn_send_source writes exactly
-     * the head GET would (chunked or not), then lets the source go. */
-    if (rep.gzip_fly) {
-        src = gzip_file_source(rep.fd, size, partition);
-        j->fd = -1;
+        send_ranges(c, f, type, ranges, count);
     } else {
-        src = pump_file_source(rep.fd, 0, size, partition);
-        if (rep.gzip_static)
-            j->gz_fd = -1;
-        else
-            j->fd = -1;
+        if (!rep.gzip_static && !rep.gzip_fly)
+            conn_head_add(c, "Accept-Ranges: bytes\r\n");
+        conn_head_add(c, "Content-Type: %s\r\n", type);
+        if (rep.gzip_static || rep.gzip_fly)
+            conn_head_add(c, "Content-Encoding: gzip\r\n");
+        send_body(c, f, &rep);
     }
-    if (src == NULL)
-        conn_send_error(c, 500, NULL);
-    else
-        conn_send_source(c, src, rep.gzip_fly ? -1 : (long long)size);
 }
 
 static void respond(struct conn *c, struct open_job *j)
 {
-    if (j->err != 0)
+    if (j->err != 0) {
         conn_send_error(c, status_for(j->err, j->path), NULL);
-    else if (j->redirect)
+    } else if (j->redirect) {
         redirect(c, j);
-    else if (j->listing != NULL) {
+    } else if (j->listing != NULL) {
         conn_head_start(c, 200);
         conn_head_add(c, "Content-Type: text/html; charset=utf-8\r\n"
                          "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\n");
         conn_send_body(c, j->listing, j->listing_len);
-    } else
-        send_file(c, j);
+    } else {
+        j->f.body = j->body;
+        send_file(c, &j->f, mime_type(j->path));
+    }
+}
+
+/* The cache key of a resolved request path: "dir/" and "dir" differ. */
+static void cache_key(const struct open_job *j, char *key, size_t size)
+{
+    snprintf(key, size, "%s%s", j->relative, j->want_dir ? "/" : "");
 }
 
 static void open_after_work(struct gateway_job *job, int status)
 {
     struct open_job *j = container_of(job, struct open_job, job);
     struct conn *c = j->conn;
+    struct server *srv = conn_server(c);
     if (status < 0)
         j->err = -ECANCELED;
     if (!conn_closing(c))
         respond(c, j);
     /* What the response did not take: HEAD, 304, errors, the unused variant. */
-    drop(&j->fd);
-    drop(&j->gz_fd);
+    drop(&j->f.fd);
+    drop(&j->f.gz_fd);
+    if (j->wd >= 0) {
+        char key[PATH_MAX + 2];
+        cache_key(j, key, sizeof key);
+        if (j->err == 0 && j->body != NULL)
+            cache_insert(&srv->cache, key, j->wd, &j->f.st, mime_type(j->path), j->body,
+                         j->cache_gen, uv_now(srv->loop));
+        else
+            cache_unwatch(&srv->cache, j->wd);
+    } else {
+        free(j->body);
+    }
     free(j->listing);
     free(j);
     conn_release(c);
 }
 
+/* Answers from the cache when a fresh entry fits the request: no Range
+ * (served from the fd), and no gzip variant that the client could get. */
+static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
+{
+    struct server *srv = conn_server(c);
+    char key[PATH_MAX + 2];
+    cache_key(j, key, sizeof key);
+    const struct cache_entry *e = cache_lookup(&srv->cache, key, uv_now(srv->loop));
+    if (e == NULL || (gzip_possible && compressible(e->type, srv->cfg->gzip_types)))
+        return false;
+    struct file f = {.st = e->st, .fd = -1, .body = e->body, .gz_fd = -1};
+    send_file(c, &f, e->type);
+    return true;
+}
+
 int static_on_request(struct conn *c, const struct request *req)
 {
     struct server *srv = conn_server(c);
+    const struct config *cfg = srv->cfg;
     struct open_job *j = malloc(sizeof *j);
     if (j == NULL)
         return 503;
@@ -396,6 +485,14 @@ int static_on_request(struct conn *c, const struct request *req)
     if (rc < 0) {
         free(j);
         return rc == -EINVAL ? 400 : rc == -EACCES ? 403 : 414;
+    }
+    bool ranged = req->headers[HEADER_RANGE] != NULL;
+    j->gzip_possible = (cfg->gzip_static || cfg->gzip_files) &&
+                       accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
+    bool cached = srv->cache.inotify_fd >= 0 && !ranged;
+    if (cached && send_cached(c, j, j->gzip_possible)) {
+        free(j);
+        return 0;
     }
     int n = snprintf(j->path, sizeof j->path, "%s/%s", srv->root, j->relative);
     if (n < 0 || (size_t)n >= sizeof j->path) {
@@ -405,10 +502,14 @@ int static_on_request(struct conn *c, const struct request *req)
     j->conn = c;
     j->root = srv->root;
     j->root_len = srv->root_len;
-    j->want_gz = srv->cfg->gzip_static && accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]) &&
-                 req->headers[HEADER_RANGE] == NULL;
-    j->want_listing = srv->cfg->listing;
-    j->fd = j->gz_fd = -1;
+    j->want_gz = cfg->gzip_static && j->gzip_possible && !ranged;
+    j->want_listing = cfg->listing;
+    j->inotify_fd = cached ? srv->cache.inotify_fd : -1;
+    j->cache_max = cfg->file_cache_max_file;
+    j->cache_gen = cached ? cache_generation(&srv->cache) : 0;
+    j->f = (struct file){.fd = -1, .gz_fd = -1};
+    j->wd = -1;
+    j->body = NULL;
     j->err = 0;
     j->redirect = false;
     j->listing = NULL;

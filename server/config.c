@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum key_type { KEY_STRING, KEY_UINT, KEY_SIZE, KEY_PARTITION, KEY_BOOL };
+enum key_type { KEY_STRING, KEY_UINT, KEY_SIZE, KEY_PARTITION, KEY_BOOL, KEY_MS };
 
 /* One row per key: the file spelling, the flag is the same with '-' for '_'. */
 struct key {
@@ -49,6 +49,31 @@ static const struct key keys[] = {
      "'TYPE ...'", "media types compressed on the fly (text/* matches any text/...)"},
     {"cache_control", KEY_STRING, FIELD(cache_control), 0, 0, "off", "VALUE|off",
      "Cache-Control header of file responses"},
+    {"file_cache", KEY_BOOL, FIELD(file_cache), 0, 0, "on", "on|off",
+     "keep small files in memory (kept fresh with inotify)"},
+    {"file_cache_max_file", KEY_SIZE, FIELD(file_cache_max_file), 1, 1ULL << 30, "64k", "SIZE",
+     "largest file the cache keeps"},
+    {"file_cache_size", KEY_SIZE, FIELD(file_cache_size), 1, 1ULL << 30, "32m", "SIZE",
+     "memory for all cached files"},
+    /* Limits and timeouts: what one client may cost. */
+    {"max_connections", KEY_UINT, FIELD(max_connections), 1, 1000000, "4096", "N",
+     "connections served at once; more are answered 503 and closed"},
+    {"max_url", KEY_SIZE, FIELD(max_url), 256, 1ULL << 20, "8k", "SIZE",
+     "longest request-target (414 beyond)"},
+    {"max_header_size", KEY_SIZE, FIELD(max_header_size), 1024, 1ULL << 20, "16k", "SIZE",
+     "largest request header block (431 beyond)"},
+    {"max_headers", KEY_UINT, FIELD(max_headers), 1, 10000, "100", "N",
+     "most header lines in a request (431 beyond)"},
+    {"max_body", KEY_SIZE, FIELD(max_body), 1, 1ULL << 30, "16m", "SIZE",
+     "largest request body on any route (413, before reading it)"},
+    {"header_timeout", KEY_MS, FIELD(header_timeout), 1, 3600000, "10s", "TIME",
+     "time to send a request head, from its first byte (408 beyond)"},
+    {"body_timeout", KEY_MS, FIELD(body_timeout), 1, 3600000, "10s", "TIME",
+     "longest silence while a request body is read (408 beyond)"},
+    {"keepalive_timeout", KEY_MS, FIELD(keepalive_timeout), 1, 3600000, "5s", "TIME",
+     "idle time allowed between requests on a connection"},
+    {"send_timeout", KEY_MS, FIELD(send_timeout), 1, 3600000, "30s", "TIME",
+     "longest time a client may take no bytes of its response"},
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
@@ -112,6 +137,23 @@ void config_format_size(size_t size, char *buf, size_t len)
         snprintf(buf, len, "%zu", size);
 }
 
+/* Parses "250ms", "250" (milliseconds too) or "10s" into *MS. */
+static int parse_ms(const char *text, size_t *ms)
+{
+    if (!isdigit((unsigned char)text[0]))
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long n = strtoull(text, &end, 10);
+    unsigned long long scale = strcmp(end, "s") == 0 ? 1000 : 1;
+    if (errno == ERANGE || n > 1000000000)
+        return -ERANGE;
+    if (*end != '\0' && strcmp(end, "ms") != 0 && strcmp(end, "s") != 0)
+        return -EINVAL;
+    *ms = (size_t)(n * scale);
+    return 0;
+}
+
 static int set_key(struct config *cfg, const struct key *k, const char *text,
                    char err[CONFIG_ERR_MAX])
 {
@@ -146,6 +188,17 @@ static int set_key(struct config *cfg, const struct key *k, const char *text,
             return -1;
         }
         *(bool *)(void *)field = strcmp(text, "on") == 0;
+        return 0;
+    case KEY_MS:
+        rc = parse_ms(text, &size);
+        if (rc == 0 && (size < k->min || size > k->max))
+            rc = -ERANGE;
+        if (rc != 0) {
+            fail(err, "%s: '%s' is not a time from %llums to %llus (ms, or s for seconds)", k->name,
+                 text, k->min, k->max / 1000);
+            return -1;
+        }
+        *(unsigned *)(void *)field = (unsigned)size;
         return 0;
     case KEY_SIZE:
     case KEY_PARTITION:

@@ -28,6 +28,19 @@ struct config {
     size_t gzip_min_size; /* smaller files are sent as they are */
     char gzip_types[512]; /* media types compressed, space-separated; text/ matches any text */
     char cache_control[256]; /* Cache-Control of file responses, or "off" */
+    bool file_cache;           /* keep small files' bodies in memory */
+    size_t file_cache_max_file; /* largest file kept */
+    size_t file_cache_size;     /* all bodies kept */
+    /* Limits and timeouts (milliseconds) per connection */
+    unsigned max_connections;   /* beyond it new connections get 503 */
+    size_t max_url;             /* request-target bytes: 414 beyond */
+    size_t max_header_size;     /* header block bytes: 431 beyond */
+    unsigned max_headers;       /* header lines: 431 beyond */
+    size_t max_body;            /* request body bytes: 413 beyond */
+    unsigned header_timeout;    /* from a request's first byte to the end of its head */
+    unsigned body_timeout;      /* silence allowed while reading a body */
+    unsigned keepalive_timeout; /* idle time between requests */
+    unsigned send_timeout;      /* time a client may read none of its response */
 };
 
 /* What the command line asked for besides settings. */

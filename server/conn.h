@@ -91,9 +91,10 @@ const char *http_reason(int status);
 
 /* ---- for the server module ---- */
 
-/* Accepts one pending connection on SRV's listener and starts reading.
- * Returns 0 or a negative UV_E* code (nothing is left allocated). */
-int conn_accept(struct server *srv);
+/* Serves the accepted socket FD as a new connection of SRV: starts reading
+ * and the header timeout. Takes FD. Returns 0 or a negative UV_E* code (FD
+ * is then closed and nothing is left allocated). */
+int conn_accept(struct server *srv, int fd);
 
 /* Server shutdown: closes C now if it is between requests, else after the
  * response in progress. FORCE closes it regardless. */

@@ -59,6 +59,7 @@ int main(int argc, char **argv)
     int rc = server_start(&srv, loop, &cfg);
     uv_run(loop, UV_RUN_DEFAULT);
     access_log_close(&srv.access);
+    cache_free(&srv.cache);
     int closed = uv_loop_close(loop);
     if (closed != 0)
         log_error("loop close: %s (a handle or request leaked)", uv_strerror(closed));

@@ -1,17 +1,29 @@
+#define _GNU_SOURCE /* accept4 */
 #include "server/server.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "handlers/http_date.h"
 #include "server/conn.h"
+#include "handlers/cache.h"
 
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* How long a graceful stop waits for responses in progress. */
 #define STOP_GRACE_MS 5000
 #define BACKLOG       511
+/* Connections taken per wakeup: enough to drain a burst, few enough that the
+ * connections already open keep their turn while a flood arrives. */
+#define ACCEPT_BATCH 64
+/* How long accepting rests when the process is out of fds or memory: the
+ * waiting connections stay queued in the kernel meanwhile. */
+#define ACCEPT_PAUSE_MS 100
 
 static void refresh_date(struct server *srv)
 {
@@ -32,10 +44,28 @@ static void close_handle(struct server *srv, uv_handle_t *handle)
     uv_close(handle, server_on_handle_closed);
 }
 
+static void close_listener(struct server *srv)
+{
+    if (srv->listen_fd < 0)
+        return;
+    close_handle(srv, (uv_handle_t *)&srv->accept_poll);
+    close_handle(srv, (uv_handle_t *)&srv->accept_pause);
+    /* uv_close has stopped the poll: the fd is no longer watched. */
+    close(srv->listen_fd);
+    srv->listen_fd = -1;
+}
+
 static void server_on_tick(uv_timer_t *timer)
 {
     struct server *srv = timer->data;
     refresh_date(srv);
+    srv->refused_logged = 0;
+    /* glibc gives back only the top of the heap by itself: one connection
+     * still open up there keeps a burst's worth of freed buffers resident.
+     * Once a second, if connections went, return every free page. */
+    if (srv->freed_since_tick > 0)
+        malloc_trim(0);
+    srv->freed_since_tick = 0;
     access_log_flush(&srv->access);
     if (srv->stopping && uv_now(srv->loop) >= srv->stop_deadline_ms) {
         for (struct conn *c = srv->conns; c != NULL; c = conn_next(c))
@@ -43,16 +73,101 @@ static void server_on_tick(uv_timer_t *timer)
     }
 }
 
-static void server_on_connection(uv_stream_t *listener, int status)
+static void server_on_acceptable(uv_poll_t *poll, int status, int events);
+
+static void server_on_accept_resume(uv_timer_t *timer)
 {
-    struct server *srv = container_of(listener, struct server, listener);
+    struct server *srv = timer->data;
+    int rc = uv_poll_start(&srv->accept_poll, UV_READABLE, server_on_acceptable);
+    if (rc < 0)
+        log_error("accept: %s", uv_strerror(rc));
+}
+
+/* Out of fds (EMFILE, ENFILE) or memory, accept() fails at once for as long
+ * as the condition lasts, and the level-triggered poll would call us back at
+ * once: rest instead. Nothing is lost, the connections wait in the backlog. */
+static void pause_accepting(struct server *srv, int err)
+{
+    if (!srv->accept_paused)
+        log_warn("accept: %s; pausing new connections", uv_strerror(err));
+    srv->accept_paused = true;
+    uv_poll_stop(&srv->accept_poll);
+    uv_timer_start(&srv->accept_pause, server_on_accept_resume, ACCEPT_PAUSE_MS, 0);
+}
+
+/* Over max_connections: a short 503 and close, so that the connections
+ * already served keep their share. */
+static void refuse_connection(struct server *srv, int fd)
+{
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+                               "Content-Type: text/plain; charset=utf-8\r\n"
+                               "Content-Length: 24\r\n"
+                               "Retry-After: 1\r\n"
+                               "Connection: close\r\n\r\n"
+                               "503 Service Unavailable\n";
+    /* A new socket's send buffer is empty: the write is whole or fails, and
+     * either way the connection is closed. */
+    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+    srv->refused++;
+    if (srv->refused_logged++ == 0)
+        log_warn("max_connections (%u) reached: refusing new connections with 503",
+                 srv->cfg->max_connections);
+}
+
+/* The errors accept() reports for one connection that went away (man 2
+ * accept: Linux passes pending network errors on): skip it. */
+static bool accept_error_transient(int errnum)
+{
+    switch (errnum) {
+    case EINTR:
+    case ECONNABORTED:
+    case EPROTO:
+    case ENETDOWN:
+    case ENONET:
+    case EHOSTDOWN:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ENOPROTOOPT:
+    case EOPNOTSUPP:
+    case EPERM:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void server_on_acceptable(uv_poll_t *poll, int status, int events)
+{
+    struct server *srv = container_of(poll, struct server, accept_poll);
     if (status < 0) {
-        log_warn("accept: %s", uv_strerror(status));
+        pause_accepting(srv, status);
         return;
     }
-    int rc = conn_accept(srv);
-    if (rc < 0)
-        log_warn("accept: %s", uv_strerror(rc));
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            int errnum = errno;
+            if (errnum == EAGAIN || errnum == EWOULDBLOCK)
+                return;
+            if (!accept_error_transient(errnum)) {
+                pause_accepting(srv, -errnum);
+                return;
+            }
+            continue;
+        }
+        if (srv->accept_paused) {
+            log_info("accepting connections again");
+            srv->accept_paused = false;
+        }
+        if (srv->active >= srv->cfg->max_connections) {
+            refuse_connection(srv, fd);
+            continue;
+        }
+        int rc = conn_accept(srv, fd);
+        if (rc < 0)
+            log_warn("accept: %s", uv_strerror(rc));
+    }
 }
 
 static void server_on_signal(uv_signal_t *sig, int signum)
@@ -65,6 +180,7 @@ static void server_on_signal(uv_signal_t *sig, int signum)
 void server_conn_gone(struct server *srv)
 {
     srv->active--;
+    srv->freed_since_tick++;
     if (srv->stopping && srv->active == 0)
         close_handle(srv, (uv_handle_t *)&srv->tick);
 }
@@ -75,7 +191,7 @@ void server_stop(struct server *srv)
         return;
     srv->stopping = true;
     srv->stop_deadline_ms = uv_now(srv->loop) + STOP_GRACE_MS;
-    close_handle(srv, (uv_handle_t *)&srv->listener);
+    close_listener(srv);
     close_handle(srv, (uv_handle_t *)&srv->sigint);
     close_handle(srv, (uv_handle_t *)&srv->sigterm);
     /* conn_shutdown may unlink the connection it is given, but only later,
@@ -111,13 +227,59 @@ static int parse_listen(const char *text, struct sockaddr_storage *addr)
     return uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)addr);
 }
 
+/* A listening socket of our own rather than uv_listen: libuv's accept loop
+ * cannot be paused, and when its reserve-fd trick is spent an EMFILE makes
+ * it retry at once, forever. Returns 0 or a negative errno. */
+static int open_listener(const struct sockaddr *addr, int *fd_out)
+{
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int on = 1, off = 0;
+    socklen_t len = sizeof(struct sockaddr_in);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (addr->sa_family == AF_INET6) {
+        /* "[::]:80" takes IPv4 too, as with uv_tcp_bind. */
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+        len = sizeof(struct sockaddr_in6);
+    }
+    if (bind(fd, addr, len) < 0 || listen(fd, BACKLOG) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+/* Every connection is an fd, and so is every file it sends: take the hard
+ * limit when the soft one is lower (often 1024 of 1048576), and say when
+ * max_connections still cannot fit, since accepting then pauses at EMFILE. */
+static void raise_fd_limit(const struct config *cfg)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
+        return;
+    rlim_t want = lim.rlim_max < (1u << 20) ? lim.rlim_max : (1u << 20);
+    if (lim.rlim_cur < want) {
+        struct rlimit raised = {.rlim_cur = want, .rlim_max = lim.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+            lim.rlim_cur = want;
+    }
+    unsigned long long need = 2ull * cfg->max_connections + 32;
+    if (need > lim.rlim_cur)
+        log_warn("max_connections %u may need %llu fds but the limit is %llu: accepting pauses "
+                 "while fds run out",
+                 cfg->max_connections, need, (unsigned long long)lim.rlim_cur);
+}
+
 static void print_url(struct server *srv)
 {
     struct sockaddr_storage addr;
-    int len = sizeof addr;
     char host[64] = "?";
     int port = 0;
-    if (uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&addr, &len) == 0) {
+    socklen_t len = sizeof addr;
+    if (getsockname(srv->listen_fd, (struct sockaddr *)&addr, &len) == 0) {
         if (addr.ss_family == AF_INET6) {
             struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
             host[0] = '[';
@@ -140,10 +302,15 @@ static void print_url(struct server *srv)
 int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 {
     memset(srv, 0, sizeof *srv);
+    srv->listen_fd = -1;
     srv->loop = loop;
     srv->cfg = cfg;
     srv->started_ms = uv_now(loop);
     refresh_date(srv);
+    int err = cache_init(&srv->cache, cfg->file_cache, cfg->file_cache_max_file,
+                         cfg->file_cache_size);
+    if (err < 0)
+        log_warn("file cache off: inotify: %s", strerror(-err));
 
     if (realpath(cfg->root, srv->root) == NULL) {
         log_error("root \"%s\": %s", cfg->root, strerror(errno));
@@ -161,32 +328,38 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg)
         log_error("listen \"%s\": not ADDR:PORT", cfg->listen);
         goto fail_close_log;
     }
-    uv_tcp_init(loop, &srv->listener);
+    rc = open_listener((struct sockaddr *)&addr, &srv->listen_fd);
+    if (rc < 0) {
+        log_error("listen on %s: %s", cfg->listen, uv_strerror(rc));
+        goto fail_close_log;
+    }
+    rc = uv_poll_init_socket(loop, &srv->accept_poll, srv->listen_fd);
+    if (rc < 0) {
+        log_error("listen on %s: %s", cfg->listen, uv_strerror(rc));
+        close(srv->listen_fd);
+        goto fail_close_log;
+    }
+    uv_timer_init(loop, &srv->accept_pause);
     uv_signal_init(loop, &srv->sigint);
     uv_signal_init(loop, &srv->sigterm);
     uv_timer_init(loop, &srv->tick);
-    srv->open_handles = 4;
-    srv->sigint.data = srv->sigterm.data = srv->tick.data = srv;
+    srv->open_handles = 5;
+    srv->accept_pause.data = srv->sigint.data = srv->sigterm.data = srv->tick.data = srv;
 
-    rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&addr, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&srv->listener, BACKLOG, server_on_connection);
-    if (rc < 0) {
-        log_error("listen on %s: %s", cfg->listen, uv_strerror(rc));
-        goto fail_close_handles;
-    }
-    if ((rc = uv_signal_start(&srv->sigint, server_on_signal, SIGINT)) < 0 ||
+    if ((rc = uv_poll_start(&srv->accept_poll, UV_READABLE, server_on_acceptable)) < 0 ||
+        (rc = uv_signal_start(&srv->sigint, server_on_signal, SIGINT)) < 0 ||
         (rc = uv_signal_start(&srv->sigterm, server_on_signal, SIGTERM)) < 0 ||
         (rc = uv_timer_start(&srv->tick, server_on_tick, 1000, 1000)) < 0) {
         log_error("start: %s", uv_strerror(rc));
         goto fail_close_handles;
     }
     print_url(srv);
+    raise_fd_limit(cfg);
     return 0;
 
 fail_close_handles:
     srv->stopping = true;
-    close_handle(srv, (uv_handle_t *)&srv->listener);
+    close_listener(srv);
     close_handle(srv, (uv_handle_t *)&srv->sigint);
     close_handle(srv, (uv_handle_t *)&srv->sigterm);
     close_handle(srv, (uv_handle_t *)&srv->tick);

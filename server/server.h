@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "handlers/cache.h"
 #include "server/config.h"
 #include "server/log.h"
 
@@ -18,15 +19,21 @@ struct conn;
 struct server {
     uv_loop_t *loop;
     const struct config *cfg;
-    uv_tcp_t listener;
+    int listen_fd;             /* the listening socket; closed with accept_poll */
+    uv_poll_t accept_poll;     /* listen_fd is readable: connections wait */
+    uv_timer_t accept_pause;   /* restarts accept_poll after EMFILE and friends */
+    bool accept_paused;        /* accepting stopped for lack of fds or memory */
+    unsigned refused_logged;   /* 503s since the last tick: one log line per second */
+    unsigned freed_since_tick; /* connections freed: the tick trims the heap after */
     uv_signal_t sigint, sigterm;
     uv_timer_t tick; /* 1 s: refreshes the Date header, flushes the access log */
     struct access_log access;
+    struct cache cache; /* small files' bodies, freshened by inotify */
     char root[PATH_MAX]; /* realpath of cfg->root: the boundary no request crosses */
     size_t root_len;
     char date[32]; /* "Sun, 06 Nov 1994 08:49:37 GMT", refreshed every second */
     struct conn *conns; /* live connections (intrusive list) */
-    uint64_t accepted, active, requests;
+    uint64_t accepted, active, requests, refused;
     uint64_t started_ms, stop_deadline_ms;
     bool stopping;
     unsigned open_handles; /* server handles not yet closed */

@@ -1,0 +1,70 @@
+#ifndef UNCLOG_CACHE_H
+#define UNCLOG_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+/* The small-file cache: bodies of small files kept in memory, so that a hot
+ * file costs no threadpool round trip and no syscall but the socket's.
+ *
+ * Freshness comes from inotify, without a timer or a stat per request: the
+ * pool job that fills an entry adds a watch on the file *before* reading it,
+ * and every lookup first drains the (non-blocking) inotify queue, evicting
+ * entries whose file changed. A change that completed before a request was
+ * read is therefore always seen. What inotify cannot see (a parent directory
+ * renamed, a symlink retargeted) is seen when the entry expires, after
+ * CACHE_VALID_MS. Loop thread only, except cache_watch(). */
+
+#define CACHE_VALID_MS 10000
+
+struct cache_entry {
+    char *key; /* the request's resolved path; owned */
+    uint32_t hash;
+    int wd; /* inotify watch: one per entry, removed with it */
+    struct cache_entry *next_key, *next_wd;   /* hash chains */
+    struct cache_entry *lru_prev, *lru_next; /* most recently used first */
+    uint64_t expires_ms;
+    struct stat st;
+    const char *type; /* Content-Type, from the static MIME table */
+    char *body;       /* st.st_size bytes; owned */
+};
+
+struct cache {
+    int inotify_fd; /* -1: the cache is off */
+    size_t max_file, max_bytes, bytes, count;
+    uint64_t changes; /* inotify events seen: a fill that saw one is dropped */
+    uint64_t hits, misses;
+    struct cache_entry *by_key[1024], *by_wd[1024];
+    struct cache_entry lru; /* sentinel */
+};
+
+/* Sets up an empty cache for files up to MAX_FILE bytes, MAX_BYTES in all;
+ * ENABLED false (or no inotify) leaves it off. Returns 0 or a negative errno. */
+int cache_init(struct cache *cache, bool enabled, size_t max_file, size_t max_bytes);
+
+/* Frees every entry and closes the inotify fd. */
+void cache_free(struct cache *cache);
+
+/* The fresh entry for KEY, or NULL. Drains pending change events first. */
+const struct cache_entry *cache_lookup(struct cache *cache, const char *key, uint64_t now_ms);
+
+/* The change count to hand to cache_insert(): a fill started now is kept
+ * only if no change is seen before it ends. Drains pending events. */
+uint64_t cache_generation(struct cache *cache);
+
+/* Worker thread: watches the file at PATH (resolved, no symlinks) for
+ * changes. Returns the watch descriptor or -1. Call before reading it. */
+int cache_watch(int inotify_fd, const char *path);
+
+/* Adds KEY -> BODY (taken) with the file's ST, TYPE and watch WD, unless
+ * a change was seen since GEN, WD already belongs to another entry, or it
+ * does not fit; then BODY is freed (and WD unwatched when unused). */
+void cache_insert(struct cache *cache, const char *key, int wd, const struct stat *st,
+                  const char *type, char *body, uint64_t gen, uint64_t now_ms);
+
+/* Removes watch WD of a fill that was not kept, unless an entry uses it. */
+void cache_unwatch(struct cache *cache, int wd);
+
+#endif

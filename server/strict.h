@@ -1,0 +1,63 @@
+#ifndef UNCLOG_STRICT_H
+#define UNCLOG_STRICT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The request checks that llhttp 8.1 leaves to its user even in its strict
+ * mode. Pure functions over bytes: the connection calls them from its parser
+ * callbacks; unit tests and fuzzers call them directly. */
+
+/* Line discipline of the bytes that frame a message: the request line, header
+ * and trailer lines, chunk-size lines and the CRLF after each chunk's data,
+ * but not the body data itself. llhttp 8.1 accepts a bare LF as a line end,
+ * CR followed by any byte as CRLF, folded (obs-fold) header lines, and any two
+ * bytes after a chunk's data; each of those can make two parsers disagree on
+ * where a request ends (RFC 9112 2.2, 5.2, 7.1). It also checks the protocol
+ * name of the request line, which no callback shows. */
+struct strict_lines {
+    bool cr;            /* the last framing byte was CR */
+    bool line_start;    /* the next framing byte starts a line */
+    unsigned char crlf; /* bytes of a mandatory CRLF still expected */
+    signed char proto;  /* bytes of " HTTP/" matched after a request-target, or -1 */
+};
+
+/* Resets S for the first byte of a connection. */
+void strict_lines_init(struct strict_lines *s);
+
+/* Checks the next LEN framing bytes of the stream. Returns 0, or -1 at the
+ * first bare CR, bare LF, folded line or missing CRLF after chunk data. */
+int strict_lines_scan(struct strict_lines *s, const char *p, size_t len);
+
+/* Body data was skipped; CHUNK_END says it completed a chunk, after which
+ * exactly CRLF must follow. */
+void strict_lines_body(struct strict_lines *s, bool chunk_end);
+
+/* A request-target was skipped: the rest of its line must be " HTTP/" and
+ * the version. llhttp 8.1 also takes "RTSP/1.0" and "ICE/1.0" there, and
+ * reports them as HTTP/1.0. */
+void strict_lines_target(struct strict_lines *s);
+
+/* Whether P[0..LEN) are all token characters (RFC 9110 5.6.2), as a field
+ * name must be. llhttp 8.1 lets spaces through. */
+bool strict_token(const char *p, size_t len);
+
+/* Whether P[0..LEN) may appear in a request-target: no control bytes, space,
+ * DEL or '#' (a fragment is never sent). Bytes >= 0x80 pass, as in nginx. */
+bool strict_target_chars(const char *p, size_t len);
+
+/* Whether P[0..LEN) may appear in a Host value: a reg-name or IP literal and
+ * an optional port (RFC 3986 3.2.2). */
+bool strict_host_chars(const char *p, size_t len);
+
+/* The path part of TARGET: TARGET itself in origin-form ("/x?q"); with
+ * ABSOLUTE_OK, the path after "http://authority" in absolute-form ("/" when
+ * the path is empty). NULL for anything else: asterisk- and authority-form,
+ * other schemes, userinfo, an empty authority. */
+const char *strict_target_path(const char *target, bool absolute_ok);
+
+/* Whether a Transfer-Encoding value is exactly "chunked" (any case, optional
+ * white space around it): the only transfer coding unclog decodes. */
+bool strict_chunked(const char *value);
+
+#endif

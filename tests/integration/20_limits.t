@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+# Limits: a request-target over max_url gets 414, a header block over
+# max_header_size or more than max_headers lines 431, a body over max_body
+# 413 before any of it is read. Each error closes its connection while a
+# client on another connection is served throughout. Also: the defaults, and
+# the new keys in the configuration file, on the command line and in --help.
+import os
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (KiB, MiB, Server, build_request, gunzip, is_, like, ok,  # noqa: E402
+                     run, run_bin)
+from hostile import exchange, statuses  # noqa: E402
+
+FILES = {"x.txt": b"hello"}
+LIMITS = {"max_url": "1k", "max_header_size": "2k", "max_headers": "10", "max_body": "64k"}
+
+
+def expect_error(srv, watcher, raw, status, desc):
+    data, end = exchange(srv.port, raw)
+    is_(statuses(data), [status], "%s: one %d answer" % (desc, status))
+    is_(end, "closed", "%s: then the connection is closed" % desc)
+    resp = watcher.roundtrip("GET", "/x.txt")
+    is_((resp.status, resp.body), (200, b"hello"), "%s: another client is still served" % desc)
+
+
+def expect_status(srv, raw, status, desc):
+    data, _ = exchange(srv.port, raw)
+    is_(statuses(data)[:1], [status], desc)
+
+
+def get(target, headers=None):
+    """A GET of target with Host, Connection: close and headers."""
+    return build_request("GET", target, headers=dict(headers or {}, Connection="close"))
+
+
+def target(size):
+    """A target of size bytes naming /x.txt."""
+    return "/x.txt?" + "q" * (size - 7)
+
+
+def padded_headers(count, name="X-H", value="v"):
+    return [("%s-%d" % (name, i), value) for i in range(count)]
+
+
+def test_configured(srv):
+    with srv.conn() as watcher:
+        # Host: 127.0.0.1 and Connection: close come with every request.
+        # Long targets are padded in the query: the path of a file is shorter.
+        expect_status(srv, get(target(1024)), 200, "a 1024-byte target is within max_url 1k")
+        expect_error(srv, watcher, get(target(1025)), 414, "a 1025-byte target")
+        expect_error(srv, watcher, get("/x.txt?" + "q" * 5000), 414, "a 5 KiB query")
+
+        # Header bytes count names, values and 4 bytes of ": " and CRLF per line.
+        expect_status(srv, get("/x.txt", {"X-Pad": "p" * 1990}), 200,
+                      "a 2 KiB header block is within max_header_size 2k")
+        expect_error(srv, watcher, get("/x.txt", {"X-Pad": "p" * 2100}), 431,
+                     "a header block over 2 KiB")
+        expect_error(srv, watcher, get("/x.txt", dict(padded_headers(60, value="v" * 30))), 431,
+                     "60 headers of 40 bytes")
+
+        expect_status(srv, get("/x.txt", dict(padded_headers(8))), 200,
+                      "10 header lines are within max_headers 10")
+        expect_error(srv, watcher, get("/x.txt", dict(padded_headers(9))), 431, "11 header lines")
+
+        # 413 comes before the body: only the head is sent.
+        head = b"POST /gzip HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n"
+        expect_error(srv, watcher, head % (64 * KiB + 1), 413,
+                     "Content-Length over max_body, body not sent")
+        expect_error(srv, watcher, head % (10 ** 15), 413, "a petabyte Content-Length")
+        data, end = exchange(srv.port, b"POST /gzip HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
+                                       b"Content-Length: 1048576\r\n\r\n")
+        is_(statuses(data), [413], "Expect: 100-continue over max_body: 413 and no 100 Continue")
+        expect_error(srv, watcher, b"GET /x.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 70000\r\n\r\n",
+                     413, "a GET announcing a body over max_body")
+        chunks = [b"c" * 16 * KiB] * 5
+        expect_error(srv, watcher, build_request("POST", "/gzip", chunks=chunks), 413,
+                     "a chunked body growing past max_body")
+        body = b"z" * (64 * KiB)
+        resp = watcher.roundtrip("POST", "/gzip", body=body)
+        ok(resp.status == 200 and gunzip(resp.body) == body, "a body of exactly max_body is served",
+           repr(resp))
+
+
+def test_defaults(srv):
+    with srv.conn() as watcher:
+        expect_status(srv, get(target(8192)), 200, "defaults: an 8 KiB target is served")
+        expect_error(srv, watcher, get(target(8193)), 414, "defaults: 8 KiB + 1 target")
+        expect_status(srv, get("/x.txt", dict(padded_headers(98))), 200,
+                      "defaults: 100 header lines are served")
+        expect_error(srv, watcher, get("/x.txt", dict(padded_headers(99))), 431,
+                     "defaults: 101 header lines")
+        expect_status(srv, get("/x.txt", {"X-Pad": "p" * 16000}), 200,
+                      "defaults: a 16000-byte header is served")
+        expect_error(srv, watcher, get("/x.txt", {"X-Pad": "p" * 16400}), 431,
+                     "defaults: a header block over 16 KiB")
+        expect_error(srv, watcher, get("/x.txt", {"X-Pad": "p" * MiB}), 431,
+                     "defaults: a 1 MiB header")
+
+
+def test_config():
+    tmp = tempfile.mkdtemp(prefix="unclog-limits-")
+    for text, line, what in (("max_url = 100\n", 1, "max_url"),
+                             ("\nheader_timeout = 10x\n", 2, "header_timeout"),
+                             ("send_timeout = 0\n", 1, "send_timeout"),
+                             ("keepalive_timeout = 2h\n", 1, "keepalive_timeout"),
+                             ("max_connections = -1\n", 1, "max_connections")):
+        conf = os.path.join(tmp, "bad.conf")
+        with open(conf, "w") as f:
+            f.write(text)
+        status, _, err = run_bin(["-c", conf, "--listen", "127.0.0.1:0", "--access-log", "off"])
+        is_(status, 2, "%r: exit status 2" % text.strip())
+        like(err, r"bad\.conf:%d: %s" % (line, what), "%r: FILE:LINE: message" % text.strip())
+    status, _, err = run_bin(["--body-timeout", "1.5s"])
+    is_(status, 2, "--body-timeout 1.5s: exit status 2")
+    status, out, _ = run_bin(["--help"])
+    for flag in ("--max-connections", "--max-url", "--max-header-size", "--max-headers",
+                 "--max-body", "--header-timeout", "--body-timeout", "--keepalive-timeout",
+                 "--send-timeout"):
+        like(out, r"(?m)^\s+%s " % flag, "--help lists %s" % flag)
+
+
+def main():
+    with Server(files=FILES, conf=LIMITS) as srv:
+        test_configured(srv)
+    with Server(files=FILES, name="default server") as srv:
+        test_defaults(srv)
+    with Server(files=FILES, name="flag server",
+                args=["--max-url", "300", "--header-timeout", "2s"]) as srv:
+        expect_status(srv, get(target(300)), 200, "--max-url 300: a 300-byte target")
+        expect_status(srv, get(target(301)), 414, "--max-url 300: a 301-byte target")
+    test_config()
+
+
+run(main)

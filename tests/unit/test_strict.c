@@ -1,0 +1,149 @@
+/* The strict request checks llhttp 8.1 leaves to us (server/strict.c). */
+#include "server/strict.h"
+
+#include <stdio.h>
+
+#include "tests/tap.h"
+
+/* Scans TEXT as framing bytes, in one piece and one byte at a time: the
+ * verdict must not depend on how the socket split the stream. BODY marks
+ * (with '|') where chunk data sat: "5\r\n|\r\n0..." means the data of a chunk
+ * was skipped there, and '^' where a request-target was. */
+static int scan(const char *text, bool split)
+{
+    struct strict_lines s;
+    strict_lines_init(&s);
+    for (const char *p = text; *p != '\0';) {
+        if (*p == '|') {
+            strict_lines_body(&s, true);
+            p++;
+            continue;
+        }
+        if (*p == '^') {
+            strict_lines_target(&s);
+            p++;
+            continue;
+        }
+        size_t len = split ? 1 : strcspn(p, "|^");
+        if (strict_lines_scan(&s, p, len) < 0)
+            return -1;
+        p += len;
+    }
+    return 0;
+}
+
+static void test_lines(void)
+{
+    static const struct {
+        const char *text;
+        int rc;
+    } cases[] = {
+        {"GET / HTTP/1.1\r\nHost: a\r\n\r\n", 0},
+        /* '^' marks the end of a request-target */
+        {"GET ^ HTTP/1.1\r\nHost: a\r\n\r\n", 0},
+        {"GET ^ HTTP/1.0\r\n\r\n", 0},
+        {"GET ^ RTSP/1.0\r\n\r\n", -1},
+        {"SOURCE ^ ICE/1.0\r\n\r\n", -1},
+        {"GET ^\r\n\r\n", -1}, /* HTTP/0.9 */
+        {"GET ^ HTTP\r\n\r\n", -1},
+        {"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", 0}, /* an empty line first is allowed */
+        {"GET / HTTP/1.1\r\nX: a\tb\r\n\r\n", 0},
+        {"GET / HTTP/1.1\nHost: a\r\n\r\n", -1},         /* bare LF */
+        {"GET / HTTP/1.1\r\nHost: a\r\n\n", -1},         /* bare LF at the end */
+        {"GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n", -1}, /* bare CR */
+        {"GET / HTTP/1.1\r\nHost: a\r\n\rX", -1},        /* CR then not LF */
+        {"GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n", -1},    /* obs-fold */
+        {"GET / HTTP/1.1\r\nX: a\r\n\tb\r\n\r\n", -1},   /* obs-fold with a tab */
+        {"\nGET / HTTP/1.1\r\n\r\n", -1},
+        /* chunked framing around skipped data */
+        {"5\r\n|\r\n0\r\n\r\n", 0},
+        {"5;a=b\r\n|\r\n3\r\n|\r\n0\r\nT: x\r\n\r\n", 0},
+        {"5\r\n|XX0\r\n\r\n", -1}, /* no CRLF after the data */
+        {"5\r\n|\rX0\r\n\r\n", -1},
+        {"5\r\n|\n0\r\n\r\n", -1},
+        {"5\rX|\r\n0\r\n\r\n", -1}, /* size line ended by CR and any byte */
+        {"0\r\n\n", -1},
+        {"0\r\n\rX", -1},
+        {"0\r\nT: a\r\n b\r\n\r\n", -1}, /* folded trailer */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char desc[160];
+        for (int split = 0; split < 2; split++) {
+            snprintf(desc, sizeof desc, "lines case %zu (%s)%s", i, cases[i].rc ? "bad" : "good",
+                     split ? ", byte by byte" : "");
+            is_int(scan(cases[i].text, split), cases[i].rc, desc);
+        }
+    }
+}
+
+static void test_tokens(void)
+{
+    ok(strict_token("Content-Length", 14), "Content-Length is a token");
+    ok(strict_token("x!#$%&'*+-.^_`|~9", 17), "every tchar is a token");
+    ok(!strict_token("X Y", 3), "a space is not");
+    ok(!strict_token("Host ", 5), "nor a trailing space");
+    ok(!strict_token("a\0b", 3), "nor NUL");
+    ok(!strict_token("a:b", 3), "nor ':'");
+    ok(!strict_token("\xe9", 1), "nor a byte >= 0x80");
+    ok(!strict_token("a\x7f", 2), "nor DEL");
+    ok(strict_target_chars("/a?b=c&d=%20", 12), "a target");
+    ok(strict_target_chars("/caf\xc3\xa9", 6), "raw UTF-8 in a target (as nginx)");
+    ok(!strict_target_chars("/a\tb", 4), "a tab in a target");
+    ok(!strict_target_chars("/a#b", 4), "a fragment in a target");
+    ok(!strict_target_chars("/a\x7f", 3), "DEL in a target");
+    ok(!strict_target_chars("/a\x01", 3), "a control byte in a target");
+    ok(strict_host_chars("example.com:8080", 16), "host:port");
+    ok(strict_host_chars("[::1]:80", 8), "an IPv6 literal");
+    ok(!strict_host_chars("a/b", 3), "'/' in a host");
+    ok(!strict_host_chars("u@h", 3), "userinfo in a host");
+    ok(!strict_host_chars("a b", 3), "a space in a host");
+}
+
+static void test_targets(void)
+{
+    static const struct {
+        const char *target;
+        bool absolute_ok;
+        const char *path; /* NULL: refused */
+    } cases[] = {
+        {"/", false, "/"},          {"/x?y", false, "/x?y"},
+        {"http://h/x", true, "/x"}, {"HTTP://h:80/x?q", true, "/x?q"},
+        {"https://h/", true, "/"},  {"http://h", true, "/"},
+        {"http://h", false, NULL},  {"http://h?q", true, NULL},
+        {"http:///x", true, NULL},  {"http://u@h/x", true, NULL},
+        {"ftp://h/x", true, NULL},  {"*", true, NULL},
+        {"h:443", true, NULL},      {"x/y", true, NULL},
+        {"", true, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char desc[160];
+        const char *got = strict_target_path(cases[i].target, cases[i].absolute_ok);
+        snprintf(desc, sizeof desc, "target \"%s\"%s -> %s", cases[i].target,
+                 cases[i].absolute_ok ? " (absolute allowed)" : "",
+                 cases[i].path ? cases[i].path : "refused");
+        if (cases[i].path == NULL)
+            ok(got == NULL, desc);
+        else
+            is_str(got, cases[i].path, desc);
+    }
+}
+
+static void test_chunked(void)
+{
+    ok(strict_chunked("chunked"), "chunked");
+    ok(strict_chunked("Chunked \t"), "Chunked with white space");
+    ok(!strict_chunked("gzip, chunked"), "gzip, chunked: not decoded here");
+    ok(!strict_chunked("chunked, chunked"), "chunked twice");
+    ok(!strict_chunked("chunked;q=1"), "chunked with a parameter");
+    ok(!strict_chunked("chunkedx"), "chunkedx");
+    ok(!strict_chunked(""), "empty");
+}
+
+int main(void)
+{
+    test_lines();
+    test_tokens();
+    test_targets();
+    test_chunked();
+    return tap_done();
+}
