@@ -44,6 +44,11 @@ int stats_on_request(struct conn *c, const struct request *req)
         "\"connections\":{\"active\":%" PRIu64 ",\"accepted\":%" PRIu64
         ",\"refused\":%" PRIu64 "},",
         srv->active, srv->accepted, srv->refused);
+    const struct cache *fc = &srv->cache;
+    put(&o,
+        "\"file_cache\":{\"enabled\":%s,\"entries\":%zu,\"bytes\":%zu,\"hits\":%" PRIu64
+        ",\"misses\":%" PRIu64 "},",
+        fc->inotify_fd >= 0 ? "true" : "false", fc->count, fc->bytes, fc->hits, fc->misses);
     put(&o, "\"requests\":%" PRIu64 ",\"jobs\":{", srv->requests);
     for (int i = 0; i < GATEWAY_NCLASSES; i++) {
         const struct gateway_class_stats *s = gateway_stats(i);

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+# The small-file cache: hot small files are answered from memory, and a
+# change to the file (rewrite in place with the same size and mtime, atomic
+# rename over it, delete, hard link) is seen by the very next request,
+# because every lookup first drains the server's inotify queue.
+import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import KiB, Server, is_, ok, run, text_bytes  # noqa: E402
+
+
+def cache_stats(srv):
+    return srv.stats()["file_cache"]
+
+
+def opens(srv):
+    return srv.stats()["jobs"]["open"]["submitted"]
+
+
+def check_hits(srv):
+    srv.write_file("hot.txt", b"hot file\n")
+    is_(srv.get("/hot.txt").body, b"hot file\n", "first GET: the file")
+    before, opened = cache_stats(srv), opens(srv)
+    for i in range(5):
+        is_(srv.get("/hot.txt").body, b"hot file\n", "GET %d from the cache: the file" % i)
+    after = cache_stats(srv)
+    ok(after["hits"] >= before["hits"] + 5, "five lookups hit", "%r -> %r" % (before, after))
+    is_(opens(srv), opened, "hits submit no open job")
+    get, head = srv.get("/hot.txt"), srv.head("/hot.txt")
+    strip = lambda r: sorted((k, v) for k, v in r.headers if k.lower() != "date")
+    is_(strip(head), strip(get), "HEAD from the cache: the same headers as GET")
+    is_(head.body, b"", "HEAD from the cache: no body")
+
+
+def check_changes(srv):
+    path = srv.write_file("c.txt", b"version 1\n")
+    is_(srv.get("/c.txt").body, b"version 1\n", "cached: version 1")
+    srv.get("/c.txt")
+    st = os.stat(path)
+    with open(path, "r+b") as f:  # same size, then the same mtime: only inotify can tell
+        f.write(b"version 2\n")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    is_(srv.get("/c.txt").body, b"version 2\n", "rewritten in place (same size and mtime)")
+    srv.get("/c.txt")
+
+    tmp = srv.write_file("c.txt.tmp", b"version 3, renamed over\n")
+    os.rename(tmp, path)
+    is_(srv.get("/c.txt").body, b"version 3, renamed over\n", "atomic rename over the file")
+    srv.get("/c.txt")
+
+    os.unlink(path)
+    is_(srv.get("/c.txt").status, 404, "deleted: 404")
+    srv.write_file("c.txt", b"version 4\n")
+    is_(srv.get("/c.txt").body, b"version 4\n", "created again: the new file")
+
+    srv.write_file("one.txt", b"linked 1\n")
+    os.link(srv.path("one.txt"), srv.path("two.txt"))
+    is_(srv.get("/one.txt").body, b"linked 1\n", "hard link, first name")
+    is_(srv.get("/two.txt").body, b"linked 1\n", "hard link, second name")
+    with open(srv.path("one.txt"), "r+b") as f:
+        f.write(b"linked 2\n")
+    is_(srv.get("/two.txt").body, b"linked 2\n", "hard link: a change through the other name")
+    is_(srv.get("/one.txt").body, b"linked 2\n", "hard link: and through this one")
+
+    wrong = 0
+    for i in range(100):
+        data = b"round %03d\n" % i
+        srv.write_file("loop.txt", data)
+        if srv.get("/loop.txt").body != data:
+            wrong += 1
+    is_(wrong, 0, "100 rewrites, each seen by the next GET")
+
+
+def check_bypass(srv):
+    big = text_bytes(80 * KiB)
+    srv.write_file("big.txt", big)
+    srv.get("/big.txt")
+    opened = opens(srv)
+    is_(srv.get("/big.txt").body, big, "a file over file_cache_max_file: the file")
+    is_(opens(srv), opened + 1, "  and it is opened again (not cached)")
+
+    srv.write_file("page.html", text_bytes(4 * KiB))
+    srv.get("/page.html")
+    resp = srv.get("/page.html", headers={"Accept-Encoding": "gzip"})
+    is_(resp.header("Content-Encoding"), "gzip", "a client accepting gzip still gets gzip")
+    resp = srv.get("/page.html", headers={"Range": "bytes=0-9"})
+    is_((resp.status, len(resp.body)), (206, 10), "a Range request still gets its range")
+
+
+def main():
+    with Server(args=["--file-cache-max-file", "64k"]) as srv:
+        check_hits(srv)
+        check_changes(srv)
+        check_bypass(srv)
+        ok(cache_stats(srv)["entries"] > 0, "the cache holds entries")
+    with Server(files={"a.txt": b"a\n"}, args=["--file-cache", "off"]) as srv:
+        for _ in range(3):
+            srv.get("/a.txt")
+        st = cache_stats(srv)
+        is_((st["enabled"], st["hits"], st["entries"]), (False, 0, 0), "--file-cache off: unused")
+
+
+run(main)
