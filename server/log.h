@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <uv.h>
 
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
@@ -17,15 +18,30 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 
-/* The access log: Common Log Format lines, buffered; flushed by
- * access_log_flush() (the server calls it once a second and at exit). */
+/* The access log: Common Log Format lines, buffered, flushed once a second.
+ * A file is written with stdio. Standard output, when it is a pipe or a
+ * terminal, is written through libuv without ever blocking the loop: lines
+ * wait in chunks, at most ACCESS_LOG_CHUNKS of them in flight, and lines
+ * beyond that are dropped and counted (a reader that stopped reading must
+ * not stop the server). */
+struct access_log_chunk;
+
 struct access_log {
-    FILE *file; /* owned unless it is stdout; NULL when logging is off */
+    FILE *file;          /* owned unless it is stdout; NULL when off or a stream */
+    uv_stream_t *stream; /* &pipe or &tty when stdout is one; NULL otherwise */
+    union {
+        uv_pipe_t pipe;
+        uv_tty_t tty;
+    } handle;
+    struct access_log_chunk *chunk; /* lines being gathered; owned */
+    unsigned in_flight;             /* chunks handed to uv_write */
+    unsigned long long dropped;     /* lines lost to a stalled reader */
+    unsigned long long unwritten;   /* lines in chunks still in flight */
 };
 
-/* Opens PATH for appending, "-" for stdout, "off" for nothing.
- * Returns 0 or a negative errno. */
-int access_log_open(struct access_log *log, const char *path);
+/* Opens PATH for appending, "-" for stdout, "off" for nothing; a stream
+ * handle, if any, is initialised on LOOP. Returns 0 or a negative errno. */
+int access_log_open(struct access_log *log, uv_loop_t *loop, const char *path);
 
 /* Appends one CLF line. TIME is seconds since the epoch. */
 void access_log_write(struct access_log *log, const char *peer, long time, const char *method,
@@ -33,7 +49,8 @@ void access_log_write(struct access_log *log, const char *peer, long time, const
 
 void access_log_flush(struct access_log *log);
 
-/* Flushes and closes; safe to call twice. */
+/* Flushes and closes (the stream handle too: call it before the loop's
+ * last run); safe to call twice. */
 void access_log_close(struct access_log *log);
 
 #endif

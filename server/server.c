@@ -173,8 +173,24 @@ static void server_on_acceptable(uv_poll_t *poll, int status, int events)
 static void server_on_signal(uv_signal_t *sig, int signum)
 {
     struct server *srv = sig->data;
+    if (srv->stopping) {
+        /* A second signal: stop waiting for responses in progress. */
+        log_info("signal %d: closing every connection now", signum);
+        for (struct conn *c = srv->conns; c != NULL; c = conn_next(c))
+            conn_shutdown(c, true);
+        return;
+    }
     log_info("signal %d: stopping", signum);
     server_stop(srv);
+}
+
+/* The last connection is gone after a stop: close what is left. */
+static void server_finish(struct server *srv)
+{
+    close_handle(srv, (uv_handle_t *)&srv->tick);
+    close_handle(srv, (uv_handle_t *)&srv->sigint);
+    close_handle(srv, (uv_handle_t *)&srv->sigterm);
+    access_log_close(&srv->access);
 }
 
 void server_conn_gone(struct server *srv)
@@ -182,7 +198,7 @@ void server_conn_gone(struct server *srv)
     srv->active--;
     srv->freed_since_tick++;
     if (srv->stopping && srv->active == 0)
-        close_handle(srv, (uv_handle_t *)&srv->tick);
+        server_finish(srv);
 }
 
 void server_stop(struct server *srv)
@@ -192,14 +208,16 @@ void server_stop(struct server *srv)
     srv->stopping = true;
     srv->stop_deadline_ms = uv_now(srv->loop) + STOP_GRACE_MS;
     close_listener(srv);
-    close_handle(srv, (uv_handle_t *)&srv->sigint);
-    close_handle(srv, (uv_handle_t *)&srv->sigterm);
+    /* The signal handlers stay for a second signal, but no longer keep the
+     * loop alive; server_finish closes them. */
+    uv_unref((uv_handle_t *)&srv->sigint);
+    uv_unref((uv_handle_t *)&srv->sigterm);
     /* conn_shutdown may unlink the connection it is given, but only later,
      * from its close callback: walking the list here is safe. */
     for (struct conn *c = srv->conns; c != NULL; c = conn_next(c))
         conn_shutdown(c, false);
     if (srv->active == 0)
-        close_handle(srv, (uv_handle_t *)&srv->tick);
+        server_finish(srv);
 }
 
 /* Parses "1.2.3.4:80" or "[::1]:80" into ADDR. */
@@ -317,7 +335,7 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg)
         return -errno;
     }
     srv->root_len = strlen(srv->root);
-    int rc = access_log_open(&srv->access, cfg->access_log);
+    int rc = access_log_open(&srv->access, loop, cfg->access_log);
     if (rc < 0) {
         log_error("access log \"%s\": %s", cfg->access_log, strerror(-rc));
         return rc;
