@@ -126,3 +126,4 @@ clean:
 
 # ---- load tests (see loadtest/README.md) --------------------------------------
 -include loadtest/loadtest.mk
+-include tests/fuzz/fuzz.mk

@@ -41,10 +41,11 @@ struct framing {
     bool te_long;
     bool trailers;     /* the head is done: fields now are trailers */
     uint64_t body_len; /* decoded body bytes so far */
+    size_t ext_len;    /* chunk-extension bytes so far */
 };
 
-/* A connection: owned by the server's list; frees itself once its handle is
- * closed, its pump idle and no handler holds it. */
+/* A connection: owned by the server's list; frees itself once its two
+ * handles are closed, its pump idle and no handler holds it. */
 struct conn {
     uv_tcp_t tcp;     /* closed exactly once, by conn_close, with the timer */
     uv_timer_t timer; /* fires at the phase's deadline */
@@ -589,6 +590,15 @@ static int on_headers_complete(llhttp_t *p)
     return 0;
 }
 
+/* Chunk extensions are ignored, but not read without end: they count like
+ * a header block. */
+static int on_chunk_extension(llhttp_t *p, const char *at, size_t len)
+{
+    struct conn *c = parser_conn(p);
+    c->framing.ext_len += len;
+    return c->framing.ext_len > c->srv->cfg->max_header_size ? refuse(c, 400) : 0;
+}
+
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
     struct conn *c = parser_conn(p);
@@ -622,6 +632,8 @@ static const llhttp_settings_t parser_settings = {
     .on_header_value = on_header_value,
     .on_header_value_complete = on_header_value_complete,
     .on_headers_complete = on_headers_complete,
+    .on_chunk_extension_name = on_chunk_extension,
+    .on_chunk_extension_value = on_chunk_extension,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
 };

@@ -137,7 +137,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     srv.root_len = strlen(srv.root);
     snprintf(srv.date, sizeof srv.date, "Thu, 01 Jan 2026 00:00:00 GMT");
-    if (access_log_open(&srv.access, "off") != 0)
+    if (access_log_open(&srv.access, &loop, "off") != 0)
+        abort();
+    /* On, as by default: the first GET of a small file fills it, the next hit it. */
+    if (cache_init(&srv.cache, cfg.file_cache, cfg.file_cache_max_file, cfg.file_cache_size) != 0)
         abort();
     log_set_level(LOG_ERROR);
     return 0;

@@ -78,6 +78,9 @@ def test_configured(srv):
         chunks = [b"c" * 16 * KiB] * 5
         expect_error(srv, watcher, build_request("POST", "/gzip", chunks=chunks), 413,
                      "a chunked body growing past max_body")
+        expect_error(srv, watcher, b"POST /gzip HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+                     b"\r\n5;x=" + b"e" * 3000 + b"\r\nhello\r\n0\r\n\r\n", 400,
+                     "a chunk extension longer than max_header_size")
         body = b"z" * (64 * KiB)
         resp = watcher.roundtrip("POST", "/gzip", body=body)
         ok(resp.status == 200 and gunzip(resp.body) == body, "a body of exactly max_body is served",

@@ -176,6 +176,17 @@ def test_valid(srv):
         is_(statuses(data), [200], "%s: 200" % desc)
 
 
+def test_trailers(srv):
+    # RFC 9110 6.5.1: a trailer is not a header. A Range in a trailer must not
+    # turn the answer into a 206.
+    raw = (b"GET /x.txt HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"3\r\nabc\r\n0\r\nRange: bytes=0-0\r\nHost: evil\r\n\r\n")
+    with Conn(srv.port) as c:
+        c.send(raw)
+        resp = c.read_response()
+    is_((resp.status, resp.body), (200, b"hello"), "a Range trailer is not applied")
+
+
 def main():
     with Server(files=FILES) as srv:
         for desc, raw in BAD:
@@ -185,6 +196,7 @@ def main():
         for desc, raw in BAD:
             check_bad(srv, desc, raw, 400, True)
         test_valid(srv)
+        test_trailers(srv)
         resp = srv.get("/x.txt")
         is_((resp.status, resp.body), (200, b"hello"), "the server still answers")
 
