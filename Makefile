@@ -115,11 +115,13 @@ deps:
 	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
 	fi
 
+FORMAT_SRC := $(wildcard server/*.[ch] handlers/*.[ch] tests/*.h tests/unit/*.c tests/fuzz/*.c loadtest/*.c)
+
 format:
-	clang-format -i server/*.[ch] handlers/*.[ch] tests/*.h tests/unit/*.c loadtest/*.c
+	clang-format -i $(FORMAT_SRC)
 
 format-check:
-	clang-format --dry-run --Werror server/*.[ch] handlers/*.[ch] tests/*.h tests/unit/*.c loadtest/*.c
+	clang-format --dry-run --Werror $(FORMAT_SRC)
 
 clean:
 	rm -rf build

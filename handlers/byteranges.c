@@ -100,16 +100,16 @@ struct pump_source *byteranges_source(int fd, uint64_t size, const struct range 
     }
     /* Unique enough: the boundary only has to be absent from the parts'
      * bytes, and a 64-bit clock value next to a fixed prefix is. */
-    snprintf(boundary, BYTERANGES_BOUNDARY_LEN, "unclog%016llx",
-             (unsigned long long)uv_hrtime());
+    snprintf(boundary, BYTERANGES_BOUNDARY_LEN, "unclog%016llx", (unsigned long long)uv_hrtime());
     uint64_t total = 0;
     for (int i = 0; i <= count; i++) {
         int n;
         if (i < count)
-            n = snprintf(p->heads[i], PART_HEAD_MAX,
-                         "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %llu-%llu/%llu\r\n\r\n",
-                         boundary, type, (unsigned long long)ranges[i].first,
-                         (unsigned long long)ranges[i].last, (unsigned long long)size);
+            n = snprintf(
+                p->heads[i], PART_HEAD_MAX,
+                "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %llu-%llu/%llu\r\n\r\n",
+                boundary, type, (unsigned long long)ranges[i].first,
+                (unsigned long long)ranges[i].last, (unsigned long long)size);
         else
             n = snprintf(p->heads[i], PART_HEAD_MAX, "\r\n--%s--\r\n", boundary);
         p->head_len[i] = n < 0 ? 0 : (size_t)n >= PART_HEAD_MAX ? PART_HEAD_MAX - 1 : (size_t)n;

@@ -6,7 +6,7 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#define NBUCKETS    (sizeof ((struct cache *)0)->by_key / sizeof(struct cache_entry *))
+#define NBUCKETS     (sizeof((struct cache *)0)->by_key / sizeof(struct cache_entry *))
 #define WATCH_EVENTS (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVE_SELF | IN_DELETE_SELF)
 
 static uint32_t hash_key(const char *key)

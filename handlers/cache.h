@@ -22,8 +22,8 @@
 struct cache_entry {
     char *key; /* the request's resolved path; owned */
     uint32_t hash;
-    int wd; /* inotify watch: one per entry, removed with it */
-    struct cache_entry *next_key, *next_wd;   /* hash chains */
+    int wd;                                  /* inotify watch: one per entry, removed with it */
+    struct cache_entry *next_key, *next_wd;  /* hash chains */
     struct cache_entry *lru_prev, *lru_next; /* most recently used first */
     uint64_t expires_ms;
     struct stat st;

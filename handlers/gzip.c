@@ -24,13 +24,13 @@ struct body {
 struct deflate_source {
     struct pump_source base;
     z_stream z;
-    struct body body; /* the input: a request body, or the file's read buffer */
-    bool from_file;   /* input read from fd, else the body */
-    int fd;           /* the file until its last read, else -1 */
+    struct body body;   /* the input: a request body, or the file's read buffer */
+    bool from_file;     /* input read from fd, else the body */
+    int fd;             /* the file until its last read, else -1 */
     uint64_t file_left; /* file bytes not read yet */
     uint64_t file_offset;
-    size_t slice;       /* input bytes per job */
-    size_t slice_end;   /* end of the slice being deflated, within body */
+    size_t slice;     /* input bytes per job */
+    size_t slice_end; /* end of the slice being deflated, within body */
     bool last_slice;
 };
 

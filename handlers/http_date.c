@@ -44,12 +44,12 @@ bool http_date_parse(const char *text, time_t *t)
     if (sscanf(text, "%3s, %2d %3s %4d %2d:%2d:%2d %3s%n", wday, &tm.tm_mday, mon, &year,
                &tm.tm_hour, &tm.tm_min, &tm.tm_sec, tail, &n) == 8 &&
         text[n] == '\0' && strcmp(tail, "GMT") == 0) {
-    /* RFC 850: "Sunday, 06-Nov-94 08:49:37 GMT" */
+        /* RFC 850: "Sunday, 06-Nov-94 08:49:37 GMT" */
     } else if (sscanf(text, "%9[A-Za-z], %2d-%3s-%2d %2d:%2d:%2d %3s%n", wday, &tm.tm_mday, mon,
                       &year, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, tail, &n) == 8 &&
                text[n] == '\0' && strcmp(tail, "GMT") == 0) {
         year += year < 70 ? 2000 : 1900;
-    /* asctime: "Sun Nov  6 08:49:37 1994" */
+        /* asctime: "Sun Nov  6 08:49:37 1994" */
     } else if (sscanf(text, "%3s %3s %2d %2d:%2d:%2d %4d%n", wday, mon, &tm.tm_mday, &tm.tm_hour,
                       &tm.tm_min, &tm.tm_sec, &year, &n) == 7 &&
                text[n] == '\0') {

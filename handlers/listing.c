@@ -62,12 +62,23 @@ static void add_escaped(struct page *pg, const char *text)
 {
     for (const char *p = text; *p != '\0'; p++) {
         switch (*p) {
-        case '<': add(pg, "&lt;"); break;
-        case '>': add(pg, "&gt;"); break;
-        case '&': add(pg, "&amp;"); break;
-        case '"': add(pg, "&quot;"); break;
-        case '\'': add(pg, "&#39;"); break;
-        default: add(pg, "%c", *p);
+        case '<':
+            add(pg, "&lt;");
+            break;
+        case '>':
+            add(pg, "&gt;");
+            break;
+        case '&':
+            add(pg, "&amp;");
+            break;
+        case '"':
+            add(pg, "&quot;");
+            break;
+        case '\'':
+            add(pg, "&#39;");
+            break;
+        default:
+            add(pg, "%c", *p);
         }
     }
 }

@@ -49,8 +49,8 @@ struct open_job {
     int err;
     bool redirect;
     struct file f;
-    int wd;     /* inotify watch on the file, or -1 */
-    char *body; /* its body, for the cache */
+    int wd;        /* inotify watch on the file, or -1 */
+    char *body;    /* its body, for the cache */
     char *listing; /* malloc'd HTML index, when the directory has no index.html */
     size_t listing_len;
     char path[PATH_MAX];     /* root + '/' + relative path; + "/index.html" for a dir */
@@ -296,8 +296,7 @@ static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bo
         conn_head_add(c, "Cache-Control: %s\r\n", cfg->cache_control);
 }
 
-static void send_ranges(struct conn *c, struct file *f, const char *type, struct range *r,
-                        int n)
+static void send_ranges(struct conn *c, struct file *f, const char *type, struct range *r, int n)
 {
     size_t partition = conn_server(c)->cfg->partition;
     uint64_t size = (uint64_t)f->st.st_size;
@@ -487,8 +486,8 @@ int static_on_request(struct conn *c, const struct request *req)
         return rc == -EINVAL ? 400 : rc == -EACCES ? 403 : 414;
     }
     bool ranged = req->headers[HEADER_RANGE] != NULL;
-    j->gzip_possible = (cfg->gzip_static || cfg->gzip_files) &&
-                       accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
+    j->gzip_possible =
+        (cfg->gzip_static || cfg->gzip_files) && accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
     bool cached = srv->cache.inotify_fd >= 0 && !ranged;
     if (cached && send_cached(c, j, j->gzip_possible)) {
         free(j);

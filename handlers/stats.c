@@ -41,8 +41,8 @@ int stats_on_request(struct conn *c, const struct request *req)
     put_size(&o, "gzip_partition", srv->cfg->gzip_partition);
     put(&o, "\"uptime_ms\":%" PRIu64 ",", uv_now(srv->loop) - srv->started_ms);
     put(&o,
-        "\"connections\":{\"active\":%" PRIu64 ",\"accepted\":%" PRIu64
-        ",\"refused\":%" PRIu64 "},",
+        "\"connections\":{\"active\":%" PRIu64 ",\"accepted\":%" PRIu64 ",\"refused\":%" PRIu64
+        "},",
         srv->active, srv->accepted, srv->refused);
     const struct cache *fc = &srv->cache;
     put(&o,

@@ -78,7 +78,8 @@ static const struct key keys[] = {
 
 #define NKEYS (sizeof keys / sizeof keys[0])
 
-static void fail(char err[CONFIG_ERR_MAX], const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(char err[CONFIG_ERR_MAX], const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static void fail(char err[CONFIG_ERR_MAX], const char *fmt, ...)
 {
@@ -377,12 +378,13 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
 
 void config_usage(FILE *out, const char *argv0)
 {
-    fprintf(out,
-            "usage: %s [OPTIONS] [DIR]\n"
-            "Serves DIR (or the configured root) over HTTP/1.1, reading files through the\n"
-            "libuv threadpool in partitions.\n\n"
-            "  -c, --config FILE          configuration file (default conf/unclog.conf if present)\n",
-            argv0);
+    fprintf(
+        out,
+        "usage: %s [OPTIONS] [DIR]\n"
+        "Serves DIR (or the configured root) over HTTP/1.1, reading files through the\n"
+        "libuv threadpool in partitions.\n\n"
+        "  -c, --config FILE          configuration file (default conf/unclog.conf if present)\n",
+        argv0);
     for (size_t i = 0; i < NKEYS; i++) {
         char flag[64];
         snprintf(flag, sizeof flag, "--%s %s", keys[i].name, keys[i].arg);

@@ -22,13 +22,13 @@ struct config {
     size_t gzip_max_body;
     char access_log[PATH_MAX];
     /* HTTP semantics of static files */
-    bool listing;         /* HTML index of directories without index.html */
-    bool gzip_files;      /* compress compressible files on the fly */
-    bool gzip_static;     /* send FILE.gz when it exists and gzip is accepted */
-    size_t gzip_min_size; /* smaller files are sent as they are */
-    char gzip_types[512]; /* media types compressed, space-separated; text/ matches any text */
+    bool listing;            /* HTML index of directories without index.html */
+    bool gzip_files;         /* compress compressible files on the fly */
+    bool gzip_static;        /* send FILE.gz when it exists and gzip is accepted */
+    size_t gzip_min_size;    /* smaller files are sent as they are */
+    char gzip_types[512];    /* media types compressed, space-separated; text/ matches any text */
     char cache_control[256]; /* Cache-Control of file responses, or "off" */
-    bool file_cache;           /* keep small files' bodies in memory */
+    bool file_cache;         /* keep small files' bodies in memory */
     size_t file_cache_max_file; /* largest file kept */
     size_t file_cache_size;     /* all bodies kept */
     /* Limits and timeouts (milliseconds) per connection */

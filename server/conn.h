@@ -41,9 +41,9 @@ struct request {
  * later), or an HTTP status >= 400 for the core to answer with a small body. */
 
 struct route {
-    const char *path;   /* exact path; NULL marks the fallback */
-    uint64_t methods;   /* bit (1 << llhttp_method_t) per allowed method */
-    const char *allow;  /* the Allow header for 405 */
+    const char *path;  /* exact path; NULL marks the fallback */
+    uint64_t methods;  /* bit (1 << llhttp_method_t) per allowed method */
+    const char *allow; /* the Allow header for 405 */
     /* Optional: headers are in; may refuse (413...) before the body is read. */
     int (*on_headers)(struct conn *c, const struct request *req);
     /* Optional: a piece of the decoded body; without it the body is dropped. */
@@ -86,8 +86,6 @@ void conn_send_error(struct conn *c, int status, const char *allow);
 
 /* The reason phrase of STATUS ("Not Found"). */
 const char *http_reason(int status);
-
-
 
 /* ---- for the server module ---- */
 

@@ -68,9 +68,9 @@ struct pump {
     struct pump_source *src; /* NULL when idle */
     struct pump_fill fill;
     struct pump_slot slots[2];
-    size_t alloc;           /* size of each slot's buffer, kept across responses */
-    int filling;            /* slot being filled, or -1 */
-    const char *head;       /* response head, sent with the first piece */
+    size_t alloc;     /* size of each slot's buffer, kept across responses */
+    int filling;      /* slot being filled, or -1 */
+    const char *head; /* response head, sent with the first piece */
     size_t head_len;
     unsigned long long sent; /* body bytes handed to the socket (framing excluded) */
     bool chunked, eof, failed, stopping;

@@ -325,8 +325,8 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg)
     srv->cfg = cfg;
     srv->started_ms = uv_now(loop);
     refresh_date(srv);
-    int err = cache_init(&srv->cache, cfg->file_cache, cfg->file_cache_max_file,
-                         cfg->file_cache_size);
+    int err =
+        cache_init(&srv->cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
     if (err < 0)
         log_warn("file cache off: inotify: %s", strerror(-err));
 

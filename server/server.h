@@ -28,10 +28,10 @@ struct server {
     uv_signal_t sigint, sigterm;
     uv_timer_t tick; /* 1 s: refreshes the Date header, flushes the access log */
     struct access_log access;
-    struct cache cache; /* small files' bodies, freshened by inotify */
+    struct cache cache;  /* small files' bodies, freshened by inotify */
     char root[PATH_MAX]; /* realpath of cfg->root: the boundary no request crosses */
     size_t root_len;
-    char date[32]; /* "Sun, 06 Nov 1994 08:49:37 GMT", refreshed every second */
+    char date[32];      /* "Sun, 06 Nov 1994 08:49:37 GMT", refreshed every second */
     struct conn *conns; /* live connections (intrusive list) */
     uint64_t accepted, active, requests, refused;
     uint64_t started_ms, stop_deadline_ms;

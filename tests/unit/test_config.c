@@ -107,12 +107,8 @@ static void test_files(void)
         const char *text;
         int line;
     } bad[] = {
-        {"bogus = 1\n", 1},
-        {"# ok\npartition = 0\n", 2},
-        {"\n\nthreads = lots\n", 3},
-        {"partition\n", 1},
-        {"partition = 4k\n = 5\n", 2},
-        {"partition = 12q\n", 1},
+        {"bogus = 1\n", 1}, {"# ok\npartition = 0\n", 2},  {"\n\nthreads = lots\n", 3},
+        {"partition\n", 1}, {"partition = 4k\n = 5\n", 2}, {"partition = 12q\n", 1},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         config_defaults(&cfg);
@@ -120,8 +116,7 @@ static void test_files(void)
         char want[64], desc[96];
         snprintf(want, sizeof want, "%s:%d: ", path, bad[i].line);
         snprintf(desc, sizeof desc, "bad file %zu refused with file:line", i);
-        ok(config_load_file(&cfg, path, err) == -1 && strncmp(err, want, strlen(want)) == 0,
-           desc);
+        ok(config_load_file(&cfg, path, err) == -1 && strncmp(err, want, strlen(want)) == 0, desc);
         unlink(path);
     }
     ok(config_load_file(&cfg, "/nonexistent/unclog.conf", err) == -1, "missing file refused");
@@ -133,8 +128,8 @@ static void test_cli(void)
     char err[CONFIG_ERR_MAX];
     enum config_action action;
     config_defaults(&cfg);
-    char *argv[] = {"unclog",      "-c",          "x.conf", "--partition", "8k",
-                    "--threads=2", "--gzip-partition", "whole", "somedir", NULL};
+    char *argv[] = {"unclog",           "-c",    "x.conf",  "--partition", "8k", "--threads=2",
+                    "--gzip-partition", "whole", "somedir", NULL};
     int argc = 9;
     is_str(config_cli_file(argc, argv), "x.conf", "-c found");
     is_int(config_apply_cli(&cfg, argc, argv, &action, err), 0, "flags apply");
