@@ -774,6 +774,9 @@ void conn_head_start(struct conn *c, int status)
 /* Adds Connection and the blank line. Returns false if the head overflowed. */
 static bool head_finish(struct conn *c)
 {
+    /* A stop may have begun since dispatch (an open job was in flight). */
+    if (c->srv->stopping)
+        c->keep_alive = false;
     if (!c->keep_alive)
         conn_head_add(c, "Connection: close\r\n");
     else if (c->req.http_minor == 0)

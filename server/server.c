@@ -357,12 +357,23 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg)
         close(srv->listen_fd);
         goto fail_close_log;
     }
+    /* Timers cannot fail to initialise. The first signal handle can: it
+     * creates the loop's signal pipe, which the second one then shares. */
     uv_timer_init(loop, &srv->accept_pause);
-    uv_signal_init(loop, &srv->sigint);
-    uv_signal_init(loop, &srv->sigterm);
     uv_timer_init(loop, &srv->tick);
+    srv->open_handles = 3;
+    srv->accept_pause.data = srv->tick.data = srv;
+    rc = uv_signal_init(loop, &srv->sigint);
+    if (rc < 0) {
+        log_error("signal handler: %s", uv_strerror(rc));
+        srv->stopping = true;
+        close_listener(srv);
+        close_handle(srv, (uv_handle_t *)&srv->tick);
+        goto fail_close_log;
+    }
+    uv_signal_init(loop, &srv->sigterm);
     srv->open_handles = 5;
-    srv->accept_pause.data = srv->sigint.data = srv->sigterm.data = srv->tick.data = srv;
+    srv->sigint.data = srv->sigterm.data = srv;
 
     if ((rc = uv_poll_start(&srv->accept_poll, UV_READABLE, server_on_acceptable)) < 0 ||
         (rc = uv_signal_start(&srv->sigint, server_on_signal, SIGINT)) < 0 ||
