@@ -942,7 +942,7 @@ def main():
             name = "bench.md"
         else:
             unclogs = [Unclog(args.unclog, p) for p in cfg["partitions"]]
-            if "whole" in cfg["partitions"]:
+            if args.mode == "full" and "whole" in cfg["partitions"]:
                 # One-shot reads, but small files served from memory: the GET
                 # probe leaves the pool, the gzip probe still queues on it.
                 unclogs.append(Unclog(args.unclog, "whole", cache=True))
