@@ -105,8 +105,8 @@ run: build/unclog
 
 # ---- environment -------------------------------------------------------------
 DEB_PKGS := build-essential pkg-config libuv1-dev zlib1g-dev node-llhttp curl
-deps:
-	@missing=""; for p in $(DEB_PKGS); do \
+# $(call apt_install,PACKAGES): installs those not installed yet (sudo unless root).
+apt_install = missing=""; for p in $(1); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -114,6 +114,9 @@ deps:
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
 	fi
+
+deps:
+	@$(call apt_install,$(DEB_PKGS))
 
 FORMAT_SRC := $(wildcard server/*.[ch] handlers/*.[ch] tests/*.h tests/unit/*.c tests/fuzz/*.c loadtest/*.c)
 

@@ -26,17 +26,10 @@ struct parts {
 
 static int parts_read(struct parts *p, char *buf, size_t want)
 {
-    size_t got = 0;
-    while (got < want) {
-        ssize_t n = pread(p->fd, buf + got, want - got, (off_t)(p->pos + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO;
-        got += (size_t)n;
-    }
-    p->pos += got;
-    return 0;
+    int rc = pump_pread_all(p->fd, buf, want, p->pos);
+    if (rc == 0)
+        p->pos += want;
+    return rc;
 }
 
 static int parts_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)

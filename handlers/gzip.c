@@ -93,16 +93,10 @@ static int next_slice(struct deflate_source *d)
         d->last_slice = d->slice_end == d->body.len;
         return 0;
     }
-    size_t want = d->file_left < d->slice ? (size_t)d->file_left : d->slice;
-    size_t got = 0;
-    while (got < want) {
-        ssize_t n = pread(d->fd, d->body.data + got, want - got, (off_t)(d->file_offset + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO; /* shrank under us */
-        got += (size_t)n;
-    }
+    size_t got = d->file_left < d->slice ? (size_t)d->file_left : d->slice;
+    int rc = pump_pread_all(d->fd, d->body.data, got, d->file_offset);
+    if (rc < 0)
+        return rc;
     d->file_offset += got;
     d->file_left -= got;
     z->next_in = (Bytef *)d->body.data;

@@ -120,17 +120,11 @@ static void read_body(struct open_job *j)
     /* Stat again: a change between the first fstat and the watch went unseen. */
     if (j->wd < 0 || fstat(j->f.fd, &j->f.st) < 0 || (size_t)j->f.st.st_size > j->cache_max)
         return;
-    size_t size = (size_t)j->f.st.st_size, got = 0;
+    size_t size = (size_t)j->f.st.st_size;
     char *body = malloc(size ? size : 1);
-    while (body != NULL && got < size) {
-        ssize_t n = pread(j->f.fd, body + got, size - got, (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            free(body);
-            return;
-        }
-        got += (size_t)n;
+    if (body != NULL && pump_pread_all(j->f.fd, body, size, 0) < 0) {
+        free(body);
+        body = NULL;
     }
     j->body = body;
     if (body != NULL && !j->gzip_possible)

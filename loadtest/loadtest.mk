@@ -29,11 +29,4 @@ bench: build/unclog build/probe
 	$(LOADTEST_RUN) bench $(LOADTEST_ARGS)
 
 loadtest-deps:
-	@missing=""; for p in $(LOADTEST_PKGS); do \
-	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	    echo "installing:$$missing"; \
-	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
-	fi
+	@$(call apt_install,$(LOADTEST_PKGS))

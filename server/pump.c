@@ -205,21 +205,27 @@ struct file_source {
     size_t partition;
 };
 
+int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, buf + got, len - got, (off_t)(offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        got += (size_t)n;
+    }
+    return 0;
+}
+
 static int file_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
 {
     struct file_source *fs = (struct file_source *)src;
-    size_t want = fs->left < cap ? (size_t)fs->left : cap;
-    size_t got = 0;
-    while (got < want) {
-        ssize_t n = pread(fs->fd, buf + got, want - got, (off_t)(fs->offset + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EIO; /* the file shrank under us: the promised length is a lie now */
-        got += (size_t)n;
-    }
+    size_t got = fs->left < cap ? (size_t)fs->left : cap;
+    int rc = pump_pread_all(fs->fd, buf, got, fs->offset);
+    if (rc < 0)
+        return rc;
     fs->offset += got;
     fs->left -= got;
     *len = got;

@@ -95,6 +95,11 @@ void pump_stop(struct pump *pump);
 /* Frees the slots' buffers. The pump must not be busy. */
 void pump_free(struct pump *pump);
 
+/* Worker thread: reads exactly LEN bytes of FD at OFFSET into BUF, across
+ * short reads and EINTR. Returns 0, a negative errno, or -EIO when the file
+ * ends first (it shrank under us: a promised length would be a lie). */
+int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset);
+
 /* A source that reads [OFFSET, OFFSET+LEN) of FD in pieces of PARTITION
  * bytes (CONFIG_WHOLE: one piece), closing FD after the last piece. Takes
  * ownership of FD. Returns NULL when out of memory (FD is then closed). */
