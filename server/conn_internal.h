@@ -1,0 +1,141 @@
+#ifndef UNCLOG_CONN_INTERNAL_H
+#define UNCLOG_CONN_INTERNAL_H
+
+/* The inside of a connection, shared by the three files that make it:
+ * conn.c (lifetime, timeouts, reading, accepting), request.c (llhttp glue,
+ * limits, dispatch) and response.c (heads, bodies, the end of a response).
+ * No other file includes it. */
+
+#include <llhttp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/conn.h"
+#include "server/strict.h"
+
+#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* Buffers. The limits on what a client may send (URL, header block, header
+ * count, body) and the timeouts are in the configuration. */
+#define IN_SIZE    (16 * 1024) /* one socket read */
+#define VALUES_MAX (8 * 1024)  /* bytes of the headers we keep */
+#define HEAD_MAX   2048        /* our response head */
+/* After an error answer, how long input is drained before the close. */
+#define LINGER_MS 2000
+
+/* What a connection is waiting for; each phase has its own deadline. */
+enum phase {
+    PHASE_HEAD,   /* a request head: header_timeout from its first byte (or the accept) */
+    PHASE_BODY,   /* a request body: body_timeout of silence */
+    PHASE_SEND,   /* the client to take the response: send_timeout without progress */
+    PHASE_IDLE,   /* keep-alive, the next request: keepalive_timeout */
+    PHASE_LINGER, /* a refused client to stop sending: LINGER_MS */
+};
+
+/* Request fields llhttp leaves unchecked; reset for every request. */
+struct framing {
+    enum { FIELD_OTHER, FIELD_HOST, FIELD_TE } field; /* the field being read */
+    unsigned hosts, tes;                              /* Host, Transfer-Encoding lines */
+    size_t host_len, te_len;
+    char te[24]; /* the Transfer-Encoding value, when it fits */
+    bool te_long;
+    bool trailers;     /* the head is done: fields now are trailers */
+    uint64_t body_len; /* decoded body bytes so far */
+    size_t ext_len;    /* chunk-extension bytes so far */
+};
+
+/* A connection: owned by the server's list; frees itself once its two
+ * handles are closed, its pump idle and no handler holds it. */
+struct conn {
+    uv_tcp_t tcp;     /* closed exactly once, by conn_close, with the timer */
+    uv_timer_t timer; /* fires at the phase's deadline */
+    unsigned handles; /* of those two, not closed yet */
+    struct server *srv;
+    struct conn *next, **pprev;
+    llhttp_t parser;
+    const struct route *route;
+    struct request req;
+
+    /* request being parsed */
+    size_t url_len;
+    char field[32];
+    size_t field_len;
+    int header; /* enum header being collected, or -1 */
+    size_t values_len;
+    size_t header_bytes;
+    unsigned header_count;
+    int error;          /* status for a request refused while parsing */
+    int deferred;       /* status to answer once a bodiless request is complete */
+    bool request_ready; /* parsed in full, waiting for dispatch */
+    struct framing framing;
+    struct strict_lines lines; /* line discipline, across the connection's requests */
+    const char *scanned;       /* framing bytes of the buffer in llhttp are checked up to here */
+
+    /* timeouts */
+    enum phase phase;
+    bool started;      /* a byte of the current request has come */
+    uint64_t deadline; /* uv_now() at which the phase times out */
+    size_t sent_queue; /* PHASE_SEND: the socket's queue and the pump's count when last seen */
+    unsigned long long sent_pumped;
+    bool linger; /* drain input after the answer before closing */
+    uv_shutdown_t shutdown_req;
+
+    /* unparsed input (pipelined requests wait here while we answer one) */
+    size_t in_off, in_len;
+    bool reading;
+
+    /* response */
+    size_t head_len;
+    bool head_overflow;
+    int status;
+    bool keep_alive;
+    bool responding;
+    char *body; /* copy sent by conn_send_body; owned, reused */
+    size_t body_cap;
+    unsigned long long bytes;
+    uv_write_t write_req;
+    uv_write_t continue_req;
+    struct pump pump;
+
+    void *state; /* the handler's per-request state, freed with state_free */
+    void (*state_free)(void *);
+    unsigned holds;
+    bool closing, closed;
+    char peer[64];
+
+    /* The big buffers come last: conn_accept zeroes everything before them. */
+    char values[VALUES_MAX];
+    char in[IN_SIZE];
+    char head[HEAD_MAX];
+    char url[]; /* cfg->max_url + 1 bytes, allocated with the connection */
+};
+
+/* conn.c */
+void conn_close(struct conn *c);
+/* Closes both handles; RESET sends an RST and drops unsent bytes at once. */
+void conn_close_handles(struct conn *c, bool reset);
+/* Frees C once its handles are closed, its pump idle and nothing holds it. */
+void conn_maybe_free(struct conn *c);
+/* Enters PHASE, due TIMEOUT_MS from now. */
+void conn_set_phase(struct conn *c, enum phase phase, unsigned timeout_ms);
+/* Enters PHASE_SEND: the client must keep taking the response. */
+void conn_start_sending(struct conn *c);
+void conn_start_reading(struct conn *c);
+void conn_stop_reading(struct conn *c);
+
+/* request.c */
+extern const llhttp_settings_t conn_parser_settings;
+/* Parses the buffered input, dispatching each complete request; reads on
+ * when the buffer is spent and no response is in progress. */
+void conn_parse_input(struct conn *c);
+/* Answers a request refused while parsing (c->error, else 400), then
+ * drains and closes. WHY goes to the debug log. */
+void conn_refuse_request(struct conn *c, const char *why);
+
+/* response.c */
+/* The pump's completion: the response is out (0) or failed. */
+void conn_on_pump_done(struct pump *pump, int status);
+
+#endif
