@@ -280,7 +280,7 @@ static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bo
 {
     const struct config *cfg = conn_server(c)->cfg;
     char modified[HTTP_DATE_LEN];
-    time_t now = time(NULL);
+    time_t now = conn_server(c)->date_time; /* the second the Date header shows */
     /* A clock skewed into the future is not a modification date (RFC 9110 8.8.2.1). */
     http_date_format(mtime > now ? now : mtime, modified);
     conn_head_add(c, "ETag: %s\r\nLast-Modified: %s\r\n", rep->etag, modified);

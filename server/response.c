@@ -76,7 +76,7 @@ void conn_head_start(struct conn *c, int status)
     c->head_len = 0;
     c->head_overflow = false;
     conn_head_add(c, "HTTP/1.1 %d %s\r\nServer: unclog/" UNCLOG_VERSION "\r\nDate: %s\r\n", status,
-                  http_reason(status), c->srv->date);
+                  http_reason(status), server_date(c->srv));
 }
 
 /* Adds Connection and the blank line. Returns false if the head overflowed. */

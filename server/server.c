@@ -25,9 +25,14 @@
  * waiting connections stay queued in the kernel meanwhile. */
 #define ACCEPT_PAUSE_MS 100
 
-static void refresh_date(struct server *srv)
+const char *server_date(struct server *srv)
 {
-    http_date_format(time(NULL), srv->date);
+    time_t now = time(NULL); /* vDSO: no syscall */
+    if (now != srv->date_time) {
+        srv->date_time = now;
+        http_date_format(now, srv->date);
+    }
+    return srv->date;
 }
 
 static void server_on_handle_closed(uv_handle_t *handle)
@@ -58,7 +63,7 @@ static void close_listener(struct server *srv)
 static void server_on_tick(uv_timer_t *timer)
 {
     struct server *srv = timer->data;
-    refresh_date(srv);
+    server_date(srv);
     srv->refused_logged = 0;
     /* glibc gives back only the top of the heap by itself: one connection
      * still open up there keeps a burst's worth of freed buffers resident.
@@ -324,7 +329,7 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg)
     srv->loop = loop;
     srv->cfg = cfg;
     srv->started_ms = uv_now(loop);
-    refresh_date(srv);
+    server_date(srv);
     int err =
         cache_init(&srv->cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
     if (err < 0)

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 #include <uv.h>
 
 #include "handlers/cache.h"
@@ -31,7 +32,8 @@ struct server {
     struct cache cache;  /* small files' bodies, freshened by inotify */
     char root[PATH_MAX]; /* realpath of cfg->root: the boundary no request crosses */
     size_t root_len;
-    char date[32];      /* "Sun, 06 Nov 1994 08:49:37 GMT", refreshed every second */
+    char date[32];      /* "Sun, 06 Nov 1994 08:49:37 GMT", for date_time */
+    time_t date_time;   /* the second date[] shows */
     struct conn *conns; /* live connections (intrusive list) */
     uint64_t accepted, active, requests, refused;
     uint64_t started_ms, stop_deadline_ms;
@@ -47,6 +49,9 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg);
 /* Graceful stop: no more accepting; idle connections close now, busy ones
  * after their response or at the deadline. The loop ends when all is closed. */
 void server_stop(struct server *srv);
+
+/* The Date header's value for the current second (formatted once per second). */
+const char *server_date(struct server *srv);
 
 /* Called by a connection when it has been freed. */
 void server_conn_gone(struct server *srv);
