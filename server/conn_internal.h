@@ -79,7 +79,6 @@ struct conn {
     uint64_t deadline; /* uv_now() at which the phase times out */
     size_t sent_queue; /* PHASE_SEND: the socket's queue and the pump's count when last seen */
     unsigned long long sent_pumped;
-    bool linger; /* drain input after the answer before closing */
     uv_shutdown_t shutdown_req;
 
     /* unparsed input (pipelined requests wait here while we answer one) */

@@ -316,7 +316,6 @@ void conn_refuse_request(struct conn *c, const char *why)
     c->responding = true;
     c->bytes = 0;
     c->keep_alive = false;
-    c->linger = true;
     conn_start_sending(c);
     conn_send_error(c, status, c->route ? c->route->allow : NULL);
 }

@@ -125,10 +125,10 @@ static void conn_finish(struct conn *c)
     c->route = NULL;
     conn_set_state(c, NULL, NULL);
     if (!c->keep_alive || srv->stopping) {
-        if ((c->linger || c->in_len > 0) && !srv->stopping)
-            conn_linger(c);
-        else
-            conn_close(c);
+        /* Always: bytes the client sent meanwhile may wait unread in the
+         * kernel even when our buffer is empty (reading stops while we
+         * answer), and the stop's deadline bounds the wait. */
+        conn_linger(c);
         return;
     }
     c->started = false;
