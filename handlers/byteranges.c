@@ -7,8 +7,6 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "server/config.h"
-
 #define PART_HEAD_MAX 256
 
 /* Owns FD until the last read, and the part heads. Part COUNT is the
@@ -115,8 +113,8 @@ struct pump_source *byteranges_source(int fd, uint64_t size, const struct range 
     p->fd = fd;
     p->count = count;
     p->pos = ranges[0].first;
-    size_t piece = partition == CONFIG_WHOLE || partition > total ? (size_t)total : partition;
-    p->base = (struct pump_source){.ops = &parts_ops, .cls = GATEWAY_READ, .buf_size = piece};
+    p->base = (struct pump_source){
+        .ops = &parts_ops, .cls = GATEWAY_READ, .buf_size = pump_piece(partition, total)};
     *length = total;
     return &p->base;
 }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "server/config.h"
 #include "server/server.h"
 
 #define BODY_CHUNK (64 * 1024)
@@ -158,7 +157,7 @@ static struct deflate_source *deflate_new(size_t slice)
         return NULL;
     }
     d->fd = -1;
-    d->slice = slice ? slice : 1;
+    d->slice = slice;
     d->base = (struct pump_source){
         .ops = &deflate_ops,
         .cls = GATEWAY_GZIP,
@@ -167,15 +166,10 @@ static struct deflate_source *deflate_new(size_t slice)
     return d;
 }
 
-static size_t slice_size(size_t partition, uint64_t len)
-{
-    return partition == CONFIG_WHOLE || partition > len ? (size_t)len : partition;
-}
-
 int gzip_on_request(struct conn *c, const struct request *req)
 {
     struct body *b = conn_state(c);
-    struct deflate_source *d = deflate_new(slice_size(conn_server(c)->cfg->gzip_partition, b->len));
+    struct deflate_source *d = deflate_new(pump_piece(conn_server(c)->cfg->gzip_partition, b->len));
     if (d == NULL)
         return 503;
     conn_take_state(c);
@@ -189,7 +183,7 @@ int gzip_on_request(struct conn *c, const struct request *req)
 
 struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition)
 {
-    struct deflate_source *d = deflate_new(slice_size(partition, size));
+    struct deflate_source *d = deflate_new(pump_piece(partition, size));
     if (d != NULL)
         d->body.data = malloc(d->slice);
     if (d == NULL || d->body.data == NULL) {

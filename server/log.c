@@ -1,11 +1,11 @@
 #include "server/log.h"
 
 #include <errno.h>
-#include <stdlib.h>
-#include <unistd.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static enum log_level max_level = LOG_INFO;
 static const char *const level_names[] = {"error", "warn", "info", "debug"};

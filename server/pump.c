@@ -202,8 +202,13 @@ struct file_source {
     struct pump_source base;
     int fd;
     unsigned long long offset, left;
-    size_t partition;
 };
+
+size_t pump_piece(size_t partition, uint64_t len)
+{
+    size_t piece = partition == CONFIG_WHOLE || partition > len ? (size_t)len : partition;
+    return piece ? piece : 1;
+}
 
 int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset)
 {
@@ -255,13 +260,11 @@ struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned
         close(fd);
         return NULL;
     }
-    size_t piece = partition == CONFIG_WHOLE || partition > len ? (size_t)len : partition;
     *fs = (struct file_source){
-        .base = {.ops = &file_ops, .cls = GATEWAY_READ, .buf_size = piece ? piece : 1},
+        .base = {.ops = &file_ops, .cls = GATEWAY_READ, .buf_size = pump_piece(partition, len)},
         .fd = fd,
         .offset = offset,
         .left = len,
-        .partition = partition,
     };
     return &fs->base;
 }

@@ -95,6 +95,10 @@ void pump_stop(struct pump *pump);
 /* Frees the slots' buffers. The pump must not be busy. */
 void pump_free(struct pump *pump);
 
+/* Bytes per threadpool job for LEN bytes of input at PARTITION
+ * (CONFIG_WHOLE: all of it in one job); at least 1. */
+size_t pump_piece(size_t partition, uint64_t len);
+
 /* Worker thread: reads exactly LEN bytes of FD at OFFSET into BUF, across
  * short reads and EINTR. Returns 0, a negative errno, or -EIO when the file
  * ends first (it shrank under us: a promised length would be a lie). */

@@ -98,10 +98,11 @@ static void conn_on_shutdown(uv_shutdown_t *req, int status)
     /* Nothing to do: the drain ends at EOF or at the linger deadline. */
 }
 
-/* After an error answer the client may still be sending (a refused body,
- * more pipelined requests). Closing with input unread makes the kernel send
- * an RST, which can destroy the answer before the client reads it (RFC 9112
- * 9.6): half-close instead, drop what comes, and close at EOF or LINGER_MS. */
+/* Ends a connection after its last response. The client may still be
+ * sending (a refused body, more pipelined requests), and closing with input
+ * unread makes the kernel send an RST, which can destroy the response before
+ * the client reads it (RFC 9112 9.6): half-close instead, drop what comes,
+ * and close at EOF or LINGER_MS. */
 static void conn_linger(struct conn *c)
 {
     c->in_len = 0;

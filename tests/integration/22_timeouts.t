@@ -15,7 +15,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (SLOW, KiB, MiB, Conn, Server, build_request, is_, ok,  # noqa: E402
                      run)
-from hostile import exchange, poll, statuses  # noqa: E402
+from hostile import exchange, poll, read_to_end, statuses  # noqa: E402
 
 CONF = {"header_timeout": "600ms", "body_timeout": "600ms", "keepalive_timeout": "400ms",
         "send_timeout": "1s"}
@@ -44,18 +44,8 @@ def trickle(port, raw, gap):
         except OSError:
             first = b""
         c.sock.settimeout(10 * SLOW)
-        data, end = bytearray(first), "open"
-        try:
-            while True:
-                chunk = c.sock.recv(65536)
-                if not chunk:
-                    end = "closed"
-                    break
-                data += chunk
-        except socket.timeout:
-            pass
-        except ConnectionResetError:
-            end = "reset"
+        data = bytearray(first)
+        end = read_to_end(c.sock, data)
         return sent, bytes(data), end
 
 

@@ -38,19 +38,23 @@ def exchange(port, raw, timeout=5, pause=None):
                 c.sock.sendall(piece)
         except OSError:
             pass
-        end = "open"
-        try:
-            while True:
-                chunk = c.sock.recv(65536)
-                if not chunk:
-                    end = "closed"
-                    break
-                data += chunk
-        except socket.timeout:
-            end = "open"
-        except ConnectionResetError:
-            end = "reset"
+        end = read_to_end(c.sock, data)
     return bytes(data), end
+
+
+def read_to_end(sock, data):
+    """Append what sock receives to data until the peer closes. Returns how
+    it ended: "closed", "reset", or "open" (the socket's timeout passed)."""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return "closed"
+            data += chunk
+    except socket.timeout:
+        return "open"
+    except ConnectionResetError:
+        return "reset"
 
 
 def statuses(data):
