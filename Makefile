@@ -8,6 +8,34 @@
 #   make loadtest     the fairness experiment, quick pass (see loadtest/README.md)
 #   make format-check clang-format dry run
 
+# ---- environment -------------------------------------------------------------
+DEB_PKGS := build-essential pkg-config libuv1-dev zlib1g-dev node-llhttp curl
+# $(call apt_install,PACKAGES): installs those not installed yet (sudo unless root).
+apt_install = missing=""; for p in $(1); do \
+	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	    echo "installing:$$missing"; \
+	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+# GNU make reads the file system (pkg-config's answers, the llhttp sources)
+# once, before any recipe runs. So in `make deps GOAL...` the goals after deps
+# run in a second make, started once the packages are in place.
+AFTER_DEPS := $(if $(filter deps,$(MAKECMDGOALS)),$(filter-out deps,$(MAKECMDGOALS)))
+
+.PHONY: deps
+deps:
+	@$(call apt_install,$(DEB_PKGS))
+ifneq ($(AFTER_DEPS),)
+	@$(MAKE) --no-print-directory $(AFTER_DEPS)
+
+.PHONY: $(AFTER_DEPS)
+$(AFTER_DEPS): deps
+	@:
+else
+
 CC       ?= cc
 PKGS     := libuv zlib
 LLHTTP_INC := /usr/share/include/llhttp
@@ -31,7 +59,7 @@ HEADERS     := $(wildcard server/*.h handlers/*.h tests/*.h)
 # $(call objs,DIR,SOURCES) -> object paths under DIR
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all run test test-asan unit unit-asan deps format format-check clean \
+.PHONY: all run test test-asan unit unit-asan format format-check clean \
         loadtest loadtest-full bench asan
 all: build/unclog
 
@@ -100,23 +128,12 @@ test: build/unclog $(UNIT_BIN)
 test-asan: build/asan/unclog $(UNIT_BIN)
 	UNCLOG_BIN=$(CURDIR)/build/asan/unclog UNCLOG_ASAN=1 $(PROVE) $(UNIT_BIN) $(INTEG)
 
+# On a terminal the server runs as a foreground job of its own (bash -m), so
+# that Ctrl-C reaches it alone: it stops gracefully and make exits with its
+# status, 0, instead of dying of the signal itself.
+RUN_CMD := build/unclog -c conf/unclog.conf $(RUN_ARGS)
 run: build/unclog
-	build/unclog -c conf/unclog.conf
-
-# ---- environment -------------------------------------------------------------
-DEB_PKGS := build-essential pkg-config libuv1-dev zlib1g-dev node-llhttp curl
-# $(call apt_install,PACKAGES): installs those not installed yet (sudo unless root).
-apt_install = missing=""; for p in $(1); do \
-	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	    echo "installing:$$missing"; \
-	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
-	fi
-
-deps:
-	@$(call apt_install,$(DEB_PKGS))
+	@if [ -t 0 ]; then exec bash -mc '$(RUN_CMD)'; else exec $(RUN_CMD); fi
 
 FORMAT_SRC := $(wildcard server/*.[ch] handlers/*.[ch] tests/*.h tests/unit/*.c tests/fuzz/*.c loadtest/*.c)
 
@@ -132,3 +149,5 @@ clean:
 # ---- load tests (see loadtest/README.md) --------------------------------------
 -include loadtest/loadtest.mk
 -include tests/fuzz/fuzz.mk
+
+endif
