@@ -9,6 +9,7 @@
 #   make format-check clang-format dry run
 
 # ---- environment -------------------------------------------------------------
+.DEFAULT_GOAL := all
 DEB_PKGS := build-essential pkg-config libuv1-dev zlib1g-dev node-llhttp curl
 # $(call apt_install,PACKAGES): installs those not installed yet (sudo unless root).
 apt_install = missing=""; for p in $(1); do \
@@ -149,5 +150,6 @@ clean:
 # ---- load tests (see loadtest/README.md) --------------------------------------
 -include loadtest/loadtest.mk
 -include tests/fuzz/fuzz.mk
+-include install.mk
 
 endif

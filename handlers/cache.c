@@ -24,10 +24,7 @@ int cache_init(struct cache *cache, bool enabled, size_t max_file, size_t max_by
     cache->max_file = max_file;
     cache->max_bytes = max_bytes;
     cache->inotify_fd = -1;
-    if (!enabled)
-        return 0;
-    cache->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    return cache->inotify_fd < 0 ? -errno : 0;
+    return cache_configure(cache, enabled, max_file, max_bytes);
 }
 
 static void unlink_chain(struct cache_entry **head, struct cache_entry *e, bool by_wd)
@@ -89,6 +86,27 @@ static void drain(struct cache *cache)
     }
 }
 
+int cache_configure(struct cache *cache, bool enabled, size_t max_file, size_t max_bytes)
+{
+    int rc = 0;
+    if (enabled && cache->inotify_fd < 0) {
+        cache->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (cache->inotify_fd < 0)
+            rc = -errno;
+    }
+    cache->enabled = enabled && cache->inotify_fd >= 0;
+    cache->max_file = max_file;
+    cache->max_bytes = max_bytes;
+    for (struct cache_entry *e = cache->lru.lru_prev, *prev; e != &cache->lru; e = prev) {
+        prev = e->lru_prev;
+        if (!cache->enabled || (size_t)e->st.st_size > max_file)
+            evict(cache, e, true);
+    }
+    while (cache->bytes > cache->max_bytes)
+        evict(cache, cache->lru.lru_prev, true);
+    return rc;
+}
+
 void cache_free(struct cache *cache)
 {
     while (cache->lru.lru_next != &cache->lru)
@@ -96,11 +114,12 @@ void cache_free(struct cache *cache)
     if (cache->inotify_fd >= 0)
         close(cache->inotify_fd);
     cache->inotify_fd = -1;
+    cache->enabled = false;
 }
 
 const struct cache_entry *cache_lookup(struct cache *cache, const char *key, uint64_t now_ms)
 {
-    if (cache->inotify_fd < 0)
+    if (!cache->enabled)
         return NULL;
     drain(cache);
     uint32_t h = hash_key(key);
@@ -150,7 +169,7 @@ void cache_insert(struct cache *cache, const char *key, int wd, const struct sta
     bool shared = find_wd(cache, wd) != NULL; /* the same inode under another name */
     bool fits = size <= cache->max_file && size <= cache->max_bytes;
     struct cache_entry *e = NULL;
-    if (cache_generation(cache) == gen && !shared && fits)
+    if (cache->enabled && cache_generation(cache) == gen && !shared && fits)
         e = calloc(1, sizeof *e);
     if (e != NULL)
         e->key = strdup(key);

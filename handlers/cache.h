@@ -32,7 +32,8 @@ struct cache_entry {
 };
 
 struct cache {
-    int inotify_fd; /* -1: the cache is off */
+    bool enabled;   /* lookups and inserts happen */
+    int inotify_fd; /* -1 until the cache is first enabled; then open until cache_free */
     size_t max_file, max_bytes, bytes, count;
     uint64_t changes; /* inotify events seen: a fill that saw one is dropped */
     uint64_t hits, misses;
@@ -43,6 +44,12 @@ struct cache {
 /* Sets up an empty cache for files up to MAX_FILE bytes, MAX_BYTES in all;
  * ENABLED false (or no inotify) leaves it off. Returns 0 or a negative errno. */
 int cache_init(struct cache *cache, bool enabled, size_t max_file, size_t max_bytes);
+
+/* A reload: applies ENABLED, MAX_FILE and MAX_BYTES, evicting what no
+ * longer fits (everything when off). The inotify fd stays open while off,
+ * since fills already on the pool may still add watches to it. Returns 0, or
+ * a negative errno when inotify cannot be had (the cache is then off). */
+int cache_configure(struct cache *cache, bool enabled, size_t max_file, size_t max_bytes);
 
 /* Frees every entry and closes the inotify fd. */
 void cache_free(struct cache *cache);

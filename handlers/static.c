@@ -482,7 +482,7 @@ int static_on_request(struct conn *c, const struct request *req)
     bool ranged = req->headers[HEADER_RANGE] != NULL;
     j->gzip_possible =
         (cfg->gzip_static || cfg->gzip_files) && accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
-    bool cached = srv->cache.inotify_fd >= 0 && !ranged;
+    bool cached = srv->cache.enabled && !ranged;
     if (cached && send_cached(c, j, j->gzip_possible)) {
         free(j);
         return 0;

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "server/gateway.h"
 #include "server/server.h"
@@ -36,7 +37,8 @@ int stats_on_request(struct conn *c, const struct request *req)
 {
     const struct server *srv = conn_server(c);
     struct out o = {.len = 0};
-    put(&o, "{\"version\":\"" UNCLOG_VERSION "\",\"threads\":%u,", srv->cfg->threads);
+    put(&o, "{\"version\":\"" UNCLOG_VERSION "\",\"worker\":%u,\"pid\":%ld,\"threads\":%u,",
+        srv->worker, (long)getpid(), srv->cfg->threads);
     put_size(&o, "partition", srv->cfg->partition);
     put_size(&o, "gzip_partition", srv->cfg->gzip_partition);
     put(&o, "\"uptime_ms\":%" PRIu64 ",", uv_now(srv->loop) - srv->started_ms);
@@ -48,7 +50,7 @@ int stats_on_request(struct conn *c, const struct request *req)
     put(&o,
         "\"file_cache\":{\"enabled\":%s,\"entries\":%zu,\"bytes\":%zu,\"hits\":%" PRIu64
         ",\"misses\":%" PRIu64 "},",
-        fc->inotify_fd >= 0 ? "true" : "false", fc->count, fc->bytes, fc->hits, fc->misses);
+        fc->enabled ? "true" : "false", fc->count, fc->bytes, fc->hits, fc->misses);
     put(&o, "\"requests\":%" PRIu64 ",\"jobs\":{", srv->requests);
     for (int i = 0; i < GATEWAY_NCLASSES; i++) {
         const struct gateway_class_stats *s = gateway_stats(i);

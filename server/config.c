@@ -5,15 +5,16 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-enum key_type { KEY_STRING, KEY_UINT, KEY_SIZE, KEY_PARTITION, KEY_BOOL, KEY_MS };
+enum key_type { KEY_STRING, KEY_UINT, KEY_UINT_AUTO, KEY_SIZE, KEY_PARTITION, KEY_BOOL, KEY_MS };
 
 /* One row per key: the file spelling, the flag is the same with '-' for '_'. */
 struct key {
     const char *name;
     enum key_type type;
     size_t offset;
-    size_t field_size; /* for KEY_STRING: the array size */
+    size_t field_size; /* sizeof the field: a string's array size */
     unsigned long long min, max;
     const char *fallback; /* default, in config-file spelling */
     const char *arg;      /* placeholder in --help */
@@ -26,7 +27,9 @@ static const struct key keys[] = {
     {"listen", KEY_STRING, FIELD(listen), 0, 0, "127.0.0.1:8080", "ADDR:PORT",
      "address to listen on; port 0 picks a free one"},
     {"root", KEY_STRING, FIELD(root), 0, 0, "static", "DIR", "directory served"},
-    {"threads", KEY_UINT, FIELD(threads), 1, 1024, "4", "N", "libuv threadpool size"},
+    {"threads", KEY_UINT, FIELD(threads), 1, 1024, "4", "N", "libuv threadpool size per worker"},
+    {"workers", KEY_UINT_AUTO, FIELD(workers), 1, 1024, "1", "N|auto",
+     "server processes sharing the port; auto: one per online CPU"},
     {"partition", KEY_PARTITION, FIELD(partition), 1, 1ULL << 30, "64k", "SIZE|whole",
      "bytes per threadpool read of a file"},
     {"gzip_partition", KEY_PARTITION, FIELD(gzip_partition), 1, 1ULL << 30, "64k", "SIZE|whole",
@@ -77,6 +80,20 @@ static const struct key keys[] = {
 };
 
 #define NKEYS (sizeof keys / sizeof keys[0])
+
+/* The keys a reload (SIGHUP) cannot change: the socket, the directory whose
+ * realpath bounds every request, and the sizes of the pool and of the set of
+ * processes, all fixed when the server starts. */
+static const char *const restart_keys[] = {"listen", "root", "threads", "workers"};
+
+static bool needs_restart(const struct key *k)
+{
+    for (size_t i = 0; i < sizeof restart_keys / sizeof restart_keys[0]; i++) {
+        if (strcmp(k->name, restart_keys[i]) == 0)
+            return true;
+    }
+    return false;
+}
 
 static void fail(char err[CONFIG_ERR_MAX], const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -170,14 +187,20 @@ static int set_key(struct config *cfg, const struct key *k, const char *text,
         }
         memcpy(field, text, strlen(text) + 1);
         return 0;
+    case KEY_UINT_AUTO:
+        if (strcmp(text, "auto") == 0) {
+            *(unsigned *)(void *)field = CONFIG_AUTO;
+            return 0;
+        }
+        /* fall through */
     case KEY_UINT: {
         char *end;
         errno = 0;
         unsigned long long n = isdigit((unsigned char)text[0]) ? strtoull(text, &end, 10) : 0;
         if (!isdigit((unsigned char)text[0]) || *end != '\0' || errno != 0 || n < k->min ||
             n > k->max) {
-            fail(err, "%s: '%s' is not a whole number from %llu to %llu", k->name, text, k->min,
-                 k->max);
+            fail(err, "%s: '%s' is not a whole number from %llu to %llu%s", k->name, text, k->min,
+                 k->max, k->type == KEY_UINT_AUTO ? ", or auto" : "");
             return -1;
         }
         *(unsigned *)(void *)field = (unsigned)n;
@@ -392,8 +415,51 @@ void config_usage(FILE *out, const char *argv0)
             if (*p == '_')
                 *p = '-';
         }
-        fprintf(out, "      %-28s %s (default %s)\n", flag, keys[i].help, keys[i].fallback);
+        fprintf(out, "      %-28s %s (default %s%s)\n", flag, keys[i].help, keys[i].fallback,
+                needs_restart(&keys[i]) ? "; a reload keeps it" : "");
     }
     fprintf(out, "  -h, --help                 this text\n"
                  "  -V, --version              print the version\n");
+}
+
+int config_load(struct config *cfg, int argc, char **argv, enum config_action *action,
+                char err[CONFIG_ERR_MAX])
+{
+    char msg[CONFIG_ERR_MAX];
+    config_defaults(cfg);
+    const char *file = config_cli_file(argc, argv);
+    if (file == NULL && access(CONFIG_DEFAULT_FILE, R_OK) == 0)
+        file = CONFIG_DEFAULT_FILE;
+    if (file != NULL && config_load_file(cfg, file, err) != 0)
+        return -1;
+    if (config_apply_cli(cfg, argc, argv, action, msg) != 0) {
+        fail(err, "unclog: %s", msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether key K has the same value in A and B. */
+static bool same_value(const struct key *k, const struct config *a, const struct config *b)
+{
+    const char *fa = (const char *)a + k->offset, *fb = (const char *)b + k->offset;
+    if (k->type == KEY_STRING)
+        return strcmp(fa, fb) == 0;
+    return memcmp(fa, fb, k->field_size) == 0;
+}
+
+void config_keep_restart_keys(struct config *next, const struct config *cur, char *changed,
+                              size_t len)
+{
+    size_t used = 0;
+    changed[0] = '\0';
+    for (size_t i = 0; i < NKEYS; i++) {
+        const struct key *k = &keys[i];
+        if (!needs_restart(k) || same_value(k, next, cur))
+            continue;
+        memcpy((char *)next + k->offset, (const char *)cur + k->offset, k->field_size);
+        int n = snprintf(changed + used, len - used, "%s%s", used ? " " : "", k->name);
+        if (n > 0 && (size_t)n < len - used)
+            used += (size_t)n;
+    }
 }

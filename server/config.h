@@ -10,13 +10,21 @@
 /* A partition of CONFIG_WHOLE means one threadpool job for the whole file or body. */
 #define CONFIG_WHOLE SIZE_MAX
 
+/* workers = auto: one per online CPU, resolved when the server starts. */
+#define CONFIG_AUTO 0u
+
 #define CONFIG_ERR_MAX 512
 
-/* The parsed configuration: read-only once the server has started. */
+/* Read when no -c FILE is given and it exists in the working directory. */
+#define CONFIG_DEFAULT_FILE "conf/unclog.conf"
+
+/* The parsed configuration. Read-only while the server runs, except that a
+ * reload (SIGHUP) replaces it whole, on the loop thread, between callbacks. */
 struct config {
     char listen[128];
     char root[PATH_MAX];
     unsigned threads;
+    unsigned workers; /* processes; CONFIG_AUTO: one per CPU */
     size_t partition;
     size_t gzip_partition;
     size_t gzip_max_body;
@@ -70,6 +78,19 @@ const char *config_cli_file(int argc, char **argv);
  * message in ERR. */
 int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_action *action,
                      char err[CONFIG_ERR_MAX]);
+
+/* The whole configuration as startup reads it: defaults, then the file
+ * (-c FILE, else CONFIG_DEFAULT_FILE when it exists), then the flags over it.
+ * Returns 0 with *ACTION set, or -1 with "FILE:LINE: message" or
+ * "unclog: message" in ERR. */
+int config_load(struct config *cfg, int argc, char **argv, enum config_action *action,
+                char err[CONFIG_ERR_MAX]);
+
+/* For a reload: every key that only a restart can change (listen, root,
+ * threads, workers) gets CUR's value back in NEXT; the names of those that
+ * differed go to CHANGED (LEN bytes, space-separated, "" when none). */
+void config_keep_restart_keys(struct config *next, const struct config *cur, char *changed,
+                              size_t len);
 
 /* Writes the --help text, generated from the key table, to OUT. */
 void config_usage(FILE *out, const char *argv0);

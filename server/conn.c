@@ -261,6 +261,7 @@ int conn_accept(struct server *srv, int fd)
     }
     memset(c, 0, offsetof(struct conn, values)); /* the big buffers need no zeroing */
     c->srv = srv;
+    c->url_max = srv->cfg->max_url;
     int rc = uv_tcp_init(srv->loop, &c->tcp);
     if (rc < 0) {
         free(c);

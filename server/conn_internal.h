@@ -60,6 +60,7 @@ struct conn {
 
     /* request being parsed */
     size_t url_len;
+    size_t url_max; /* url[]'s size less the NUL: max_url when the connection came */
     char field[32];
     size_t field_len;
     int header; /* enum header being collected, or -1 */

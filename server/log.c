@@ -9,6 +9,12 @@
 
 static enum log_level max_level = LOG_INFO;
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
+static char process_name[32];
+
+void log_set_name(const char *name)
+{
+    snprintf(process_name, sizeof process_name, "%s%s", name ? name : "", name ? ": " : "");
+}
 
 void log_set_level(enum log_level level)
 {
@@ -31,7 +37,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     /* One fprintf per line so concurrent writers do not interleave mid-line. */
-    fprintf(stderr, "%s %s %s\n", stamp, level_names[level], line);
+    fprintf(stderr, "%s %s %s%s\n", stamp, level_names[level], process_name, line);
 }
 
 #define ACCESS_LOG_CHUNK  (64 * 1024)

@@ -10,7 +10,10 @@ enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 /* Sets the most verbose level that is printed (LOG_INFO by default). */
 void log_set_level(enum log_level level);
 
-/* Prints one line to stderr: UTC time, level, message. */
+/* Names this process in every line after it ("worker 2"); NULL for none. */
+void log_set_name(const char *name);
+
+/* Prints one line to stderr: UTC time, level, [name: ]message. */
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)

@@ -1,45 +1,64 @@
-/* unclog: arguments, threadpool size, signals, start and stop. */
-#include <errno.h>
+/* unclog: arguments, threadpool size, signals, workers, start and stop. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 #include <uv.h>
 #include <zlib.h>
 
 #include "server/config.h"
 #include "server/log.h"
+#include "server/master.h"
 #include "server/server.h"
 
-#define DEFAULT_CONFIG "conf/unclog.conf"
+/* What a process needs to serve: main()'s configuration and command line,
+ * and the master's listening socket when there is one. */
+struct run {
+    struct config *cfg;
+    int argc;
+    char **argv;
+    int listen_fd;
+};
 
-static int load_config(struct config *cfg, int argc, char **argv, enum config_action *action)
+/* One server on its own loop and threadpool until it stops. WORKER is 1..N
+ * under a master, 0 alone. Returns the exit status. */
+static int serve(unsigned worker, void *arg)
 {
-    char err[CONFIG_ERR_MAX];
-    config_defaults(cfg);
-    const char *file = config_cli_file(argc, argv);
-    if (file == NULL && access(DEFAULT_CONFIG, R_OK) == 0)
-        file = DEFAULT_CONFIG;
-    if (file != NULL && config_load_file(cfg, file, err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    if (config_apply_cli(cfg, argc, argv, action, err) != 0) {
-        fprintf(stderr, "unclog: %s\n", err);
-        return -1;
-    }
-    return 0;
+    static struct server srv;
+    struct run *run = arg;
+    uv_loop_t *loop = uv_default_loop();
+    server_init(&srv, loop, run->cfg, run->argc, run->argv);
+    srv.worker = worker;
+    int rc = server_start(&srv, run->listen_fd);
+    master_worker_ready();
+    uv_run(loop, UV_RUN_DEFAULT);
+    access_log_close(&srv.access);
+    cache_free(&srv.cache);
+    int closed = uv_loop_close(loop);
+    if (closed != 0)
+        log_error("loop close: %s (a handle or request leaked)", uv_strerror(closed));
+    uv_library_shutdown();
+    if (rc < 0)
+        return 1;
+    return closed == 0 ? 0 : 1;
+}
+
+static unsigned online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
 }
 
 int main(int argc, char **argv)
 {
     static struct config cfg;
-    static struct server srv;
     enum config_action action;
+    char err[CONFIG_ERR_MAX];
 
-    if (load_config(&cfg, argc, argv, &action) != 0)
+    if (config_load(&cfg, argc, argv, &action, err) != 0) {
+        fprintf(stderr, "%s\n", err);
         return 2;
+    }
     if (action == CONFIG_HELP) {
         config_usage(stdout, argv[0]);
         return 0;
@@ -55,16 +74,15 @@ int main(int argc, char **argv)
     setenv("UV_THREADPOOL_SIZE", threads, 1);
     signal(SIGPIPE, SIG_IGN);
 
-    uv_loop_t *loop = uv_default_loop();
-    int rc = server_start(&srv, loop, &cfg);
-    uv_run(loop, UV_RUN_DEFAULT);
-    access_log_close(&srv.access);
-    cache_free(&srv.cache);
-    int closed = uv_loop_close(loop);
-    if (closed != 0)
-        log_error("loop close: %s (a handle or request leaked)", uv_strerror(closed));
-    uv_library_shutdown();
-    if (rc < 0)
+    struct run run = {.cfg = &cfg, .argc = argc, .argv = argv, .listen_fd = -1};
+    unsigned workers = cfg.workers == CONFIG_AUTO ? online_cpus() : cfg.workers;
+    if (workers == 1)
+        return serve(0, &run);
+    /* One socket, opened before the fork and shared: the kernel queues every
+     * connection once, and a worker that dies loses only what it accepted. */
+    if (server_open_listener(cfg.listen, &run.listen_fd) < 0)
         return 1;
-    return closed == 0 ? 0 : 1;
+    int status = master_run(workers, serve, &run);
+    close(run.listen_fd);
+    return status;
 }

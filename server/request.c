@@ -57,7 +57,7 @@ static int on_message_begin(llhttp_t *p)
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
     struct conn *c = parser_conn(p);
-    if (len > c->srv->cfg->max_url - c->url_len)
+    if (len > c->url_max - c->url_len)
         return refuse(c, 414);
     if (!strict_target_chars(at, len))
         return refuse(c, 400);

@@ -178,6 +178,11 @@ static void server_on_acceptable(uv_poll_t *poll, int status, int events)
 static void server_on_signal(uv_signal_t *sig, int signum)
 {
     struct server *srv = sig->data;
+    if (signum == SIGHUP) {
+        if (!srv->stopping)
+            server_reload(srv);
+        return;
+    }
     if (srv->stopping) {
         /* A second signal: stop waiting for responses in progress. */
         log_info("signal %d: closing every connection now", signum);
@@ -195,6 +200,7 @@ static void server_finish(struct server *srv)
     close_handle(srv, (uv_handle_t *)&srv->tick);
     close_handle(srv, (uv_handle_t *)&srv->sigint);
     close_handle(srv, (uv_handle_t *)&srv->sigterm);
+    close_handle(srv, (uv_handle_t *)&srv->sighup);
     access_log_close(&srv->access);
 }
 
@@ -217,6 +223,7 @@ void server_stop(struct server *srv)
      * loop alive; server_finish closes them. */
     uv_unref((uv_handle_t *)&srv->sigint);
     uv_unref((uv_handle_t *)&srv->sigterm);
+    uv_unref((uv_handle_t *)&srv->sighup);
     /* conn_shutdown may unlink the connection it is given, but only later,
      * from its close callback: walking the list here is safe. */
     for (struct conn *c = srv->conns; c != NULL; c = conn_next(c))
@@ -253,7 +260,7 @@ static int parse_listen(const char *text, struct sockaddr_storage *addr)
 /* A listening socket of our own rather than uv_listen: libuv's accept loop
  * cannot be paused, and when its reserve-fd trick is spent an EMFILE makes
  * it retry at once, forever. Returns 0 or a negative errno. */
-static int open_listener(const struct sockaddr *addr, int *fd_out)
+static int bind_listener(const struct sockaddr *addr, int *fd_out)
 {
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -322,40 +329,110 @@ static void print_url(struct server *srv)
              host, port, srv->root, part, gzpart, srv->cfg->threads);
 }
 
-int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg)
+int server_open_listener(const char *listen, int *fd)
+{
+    struct sockaddr_storage addr;
+    int rc = parse_listen(listen, &addr);
+    if (rc < 0) {
+        log_error("listen \"%s\": not ADDR:PORT", listen);
+        return rc;
+    }
+    rc = bind_listener((struct sockaddr *)&addr, fd);
+    if (rc < 0)
+        log_error("listen on %s: %s", listen, uv_strerror(rc));
+    return rc;
+}
+
+void server_init(struct server *srv, uv_loop_t *loop, struct config *cfg, int argc, char **argv)
 {
     memset(srv, 0, sizeof *srv);
     srv->listen_fd = -1;
     srv->loop = loop;
     srv->cfg = cfg;
+    srv->argc = argc;
+    srv->argv = argv;
     srv->started_ms = uv_now(loop);
     server_date(srv);
+}
+
+/* Reopens the access log for a reload: the new one is opened before the old
+ * one is closed, so a failure changes nothing. Standard output is a libuv
+ * handle that cannot be swapped under its pending writes: switching to or
+ * from "-" waits for a restart. Returns 0 or a negative errno. */
+static int reopen_access_log(struct server *srv, struct config *next)
+{
+    const char *cur = srv->cfg->access_log;
+    if (strcmp(cur, "-") == 0 || strcmp(next->access_log, "-") == 0) {
+        if (strcmp(cur, next->access_log) != 0) {
+            log_warn("reload: access_log changes to or from standard output after a restart; "
+                     "keeping %s",
+                     cur);
+            memcpy(next->access_log, cur, strlen(cur) + 1);
+        }
+        return 0;
+    }
+    struct access_log fresh;
+    int rc = access_log_open(&fresh, srv->loop, next->access_log);
+    if (rc < 0)
+        return rc;
+    access_log_close(&srv->access);
+    srv->access = fresh; /* a file or nothing: no libuv handle moves */
+    return 0;
+}
+
+void server_reload(struct server *srv)
+{
+    struct config next;
+    char err[CONFIG_ERR_MAX], kept[256];
+    enum config_action action;
+    if (config_load(&next, srv->argc, srv->argv, &action, err) != 0) {
+        log_error("reload refused, the running configuration is kept: %s", err);
+        return;
+    }
+    config_keep_restart_keys(&next, srv->cfg, kept, sizeof kept);
+    if (kept[0] != '\0')
+        log_warn("reload: %s changed; a restart applies that, the running value is kept", kept);
+    int rc = reopen_access_log(srv, &next);
+    if (rc < 0) {
+        log_error("reload refused, the running configuration is kept: access log \"%s\": %s",
+                  next.access_log, strerror(-rc));
+        return;
+    }
+    *srv->cfg = next;
+    rc = cache_configure(&srv->cache, next.file_cache, next.file_cache_max_file,
+                         next.file_cache_size);
+    if (rc < 0)
+        log_warn("file cache off: inotify: %s", strerror(-rc));
+    char part[32], gzpart[32];
+    config_format_size(next.partition, part, sizeof part);
+    config_format_size(next.gzip_partition, gzpart, sizeof gzpart);
+    log_info("reloaded the configuration (partition %s, gzip_partition %s)", part, gzpart);
+}
+
+int server_start(struct server *srv, int listen_fd)
+{
+    uv_loop_t *loop = srv->loop;
+    const struct config *cfg = srv->cfg;
     int err =
         cache_init(&srv->cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
     if (err < 0)
         log_warn("file cache off: inotify: %s", strerror(-err));
 
+    int rc = 0;
     if (realpath(cfg->root, srv->root) == NULL) {
-        log_error("root \"%s\": %s", cfg->root, strerror(errno));
-        return -errno;
+        rc = -errno;
+        log_error("root \"%s\": %s", cfg->root, strerror(-rc));
+        goto fail_close_fd;
     }
     srv->root_len = strlen(srv->root);
-    int rc = access_log_open(&srv->access, loop, cfg->access_log);
+    rc = access_log_open(&srv->access, loop, cfg->access_log);
     if (rc < 0) {
         log_error("access log \"%s\": %s", cfg->access_log, strerror(-rc));
-        return rc;
+        goto fail_close_fd;
     }
-    struct sockaddr_storage addr;
-    rc = parse_listen(cfg->listen, &addr);
-    if (rc < 0) {
-        log_error("listen \"%s\": not ADDR:PORT", cfg->listen);
+    srv->listen_fd = listen_fd;
+    if (listen_fd < 0 && (rc = server_open_listener(cfg->listen, &srv->listen_fd)) < 0)
         goto fail_close_log;
-    }
-    rc = open_listener((struct sockaddr *)&addr, &srv->listen_fd);
-    if (rc < 0) {
-        log_error("listen on %s: %s", cfg->listen, uv_strerror(rc));
-        goto fail_close_log;
-    }
     rc = uv_poll_init_socket(loop, &srv->accept_poll, srv->listen_fd);
     if (rc < 0) {
         log_error("listen on %s: %s", cfg->listen, uv_strerror(rc));
@@ -377,12 +454,14 @@ int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg)
         goto fail_close_log;
     }
     uv_signal_init(loop, &srv->sigterm);
-    srv->open_handles = 5;
-    srv->sigint.data = srv->sigterm.data = srv;
+    uv_signal_init(loop, &srv->sighup);
+    srv->open_handles = 6;
+    srv->sigint.data = srv->sigterm.data = srv->sighup.data = srv;
 
     if ((rc = uv_poll_start(&srv->accept_poll, UV_READABLE, server_on_acceptable)) < 0 ||
         (rc = uv_signal_start(&srv->sigint, server_on_signal, SIGINT)) < 0 ||
         (rc = uv_signal_start(&srv->sigterm, server_on_signal, SIGTERM)) < 0 ||
+        (rc = uv_signal_start(&srv->sighup, server_on_signal, SIGHUP)) < 0 ||
         (rc = uv_timer_start(&srv->tick, server_on_tick, 1000, 1000)) < 0) {
         log_error("start: %s", uv_strerror(rc));
         goto fail_close_handles;
@@ -396,8 +475,13 @@ fail_close_handles:
     close_listener(srv);
     close_handle(srv, (uv_handle_t *)&srv->sigint);
     close_handle(srv, (uv_handle_t *)&srv->sigterm);
+    close_handle(srv, (uv_handle_t *)&srv->sighup);
     close_handle(srv, (uv_handle_t *)&srv->tick);
 fail_close_log:
     access_log_close(&srv->access);
+    return rc;
+fail_close_fd:
+    if (listen_fd >= 0)
+        close(listen_fd);
     return rc;
 }

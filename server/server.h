@@ -19,14 +19,17 @@ struct conn;
  * owns its handles, the access log and (through the list) every connection. */
 struct server {
     uv_loop_t *loop;
-    const struct config *cfg;
+    struct config *cfg; /* main()'s; replaced whole by a reload */
+    int argc;           /* the command line, which a reload reads again */
+    char **argv;
+    unsigned worker;           /* 1..N under a master (workers > 1), else 0 */
     int listen_fd;             /* the listening socket; closed with accept_poll */
     uv_poll_t accept_poll;     /* listen_fd is readable: connections wait */
     uv_timer_t accept_pause;   /* restarts accept_poll after EMFILE and friends */
     bool accept_paused;        /* accepting stopped for lack of fds or memory */
     unsigned refused_logged;   /* 503s since the last tick: one log line per second */
     unsigned freed_since_tick; /* connections freed: the tick trims the heap after */
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sighup;
     uv_timer_t tick; /* 1 s: refreshes the Date header, flushes the access log */
     struct access_log access;
     struct cache cache;  /* small files' bodies, freshened by inotify */
@@ -41,10 +44,27 @@ struct server {
     unsigned open_handles; /* server handles not yet closed */
 };
 
-/* Binds, listens and installs the signal handlers on LOOP. Logs and returns
- * a negative UV_E* code on failure, after closing what it opened (run the
- * loop once more to let the close callbacks finish). */
-int server_start(struct server *srv, uv_loop_t *loop, const struct config *cfg);
+/* Sets SRV up to serve CFG (kept, not copied) on LOOP, started by the
+ * command line ARGC, ARGV. Opens nothing: fields such as worker may be set
+ * before server_start. */
+void server_init(struct server *srv, uv_loop_t *loop, struct config *cfg, int argc, char **argv);
+
+/* Opens the listening socket for LISTEN ("ADDR:PORT", "[ADDR6]:PORT").
+ * Returns 0 with the fd in *FD, or logs and returns a negative UV_E* code. */
+int server_open_listener(const char *listen, int *fd);
+
+/* Starts serving: on LISTEN_FD when it is >= 0 (taken; a worker's share of
+ * its master's socket), else on a socket of its own for cfg->listen; and
+ * installs the signal handlers. Logs and returns a negative UV_E* code on
+ * failure, after closing what it opened (run the loop once more to let the
+ * close callbacks finish). */
+int server_start(struct server *srv, int listen_fd);
+
+/* SIGHUP: reads the configuration again as startup did. Keys that can change
+ * live take effect for new work at once; listen, root, threads and workers
+ * keep their running value (logged); the access log file is reopened. A
+ * configuration with an error changes nothing (the error is logged). */
+void server_reload(struct server *srv);
 
 /* Graceful stop: no more accepting; idle connections close now, busy ones
  * after their response or at the deadline. The loop ends when all is closed. */

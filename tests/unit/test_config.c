@@ -149,11 +149,40 @@ static void test_cli(void)
     is_int(action, CONFIG_HELP, "--help");
 }
 
+static void test_workers_and_reload(void)
+{
+    struct config cur, next;
+    char err[CONFIG_ERR_MAX], kept[128];
+    config_defaults(&cur);
+    is_int(cur.workers, 1, "workers defaults to 1");
+    is_int(config_set(&cur, "workers", "auto", err), 0, "workers auto");
+    is_int(cur.workers, CONFIG_AUTO, "  is CONFIG_AUTO");
+    is_int(config_set(&cur, "workers", "0", err), -1, "workers 0 refused");
+    is_int(config_set(&cur, "workers", "3", err), 0, "workers 3");
+
+    /* A reload: restart-only keys come back, live keys stay new. */
+    next = cur;
+    config_set(&next, "listen", "127.0.0.1:9", err);
+    config_set(&next, "threads", "9", err);
+    config_set(&next, "partition", "4k", err);
+    config_set(&next, "access_log", "/tmp/x.log", err);
+    config_keep_restart_keys(&next, &cur, kept, sizeof kept);
+    is_str(kept, "listen threads", "the changed restart-only keys are named");
+    is_str(next.listen, cur.listen, "  listen keeps its running value");
+    is_int(next.threads, cur.threads, "  threads keeps its running value");
+    is_int(next.partition, 4096, "  partition takes the new value");
+    is_str(next.access_log, "/tmp/x.log", "  access_log takes the new value");
+    next = cur;
+    config_keep_restart_keys(&next, &cur, kept, sizeof kept);
+    is_str(kept, "", "nothing named when nothing changed");
+}
+
 int main(void)
 {
     test_sizes();
     test_defaults_and_set();
     test_files();
     test_cli();
+    test_workers_and_reload();
     return tap_done();
 }

@@ -1,0 +1,28 @@
+#ifndef UNCLOG_MASTER_H
+#define UNCLOG_MASTER_H
+
+/* workers > 1: a small master process that keeps N workers running.
+ *
+ * The master opens nothing but the listening socket (before it is called)
+ * and never starts libuv: each worker is forked with the socket, sets up its
+ * own loop and threadpool and accepts from the shared socket. The master
+ * forwards SIGINT, SIGTERM and SIGHUP to every worker, restarts a worker
+ * that dies while no stop is under way (after a back-off that grows while
+ * workers keep dying young), and returns once every worker has stopped. */
+
+/* Runs one worker in a forked child: returns its exit status. INDEX is
+ * 1..N, stable across restarts of the same slot. The worker starts with
+ * SIGINT, SIGTERM, SIGHUP and SIGCHLD blocked, so that a signal forwarded
+ * early waits; it calls master_worker_ready() once its handlers are in. */
+typedef int (*master_worker_fn)(unsigned index, void *arg);
+
+/* Unblocks the signals a worker starts with blocked (pending ones are then
+ * delivered to the handlers just installed). Harmless outside a worker. */
+void master_worker_ready(void);
+
+/* Forks NWORKERS workers running RUN(index, ARG) and supervises them until
+ * a SIGINT or SIGTERM has stopped them all. Returns 0 when every worker
+ * exited 0 after the stop, 1 otherwise. */
+int master_run(unsigned nworkers, master_worker_fn run, void *arg);
+
+#endif
