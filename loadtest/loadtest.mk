@@ -3,7 +3,7 @@
 #
 #   make loadtest       quick pass, ~3 minutes
 #   make loadtest-full  whole partition sweep + nginx/Node.js peers, ~20 minutes
-#   make bench          issue 2: unclog vs nginx, req/s and MB/s side by side
+#   make bench          unclog vs nginx, req/s and MB/s side by side
 #   make loadtest-deps  install wrk, gnuplot and nginx (Debian packages)
 #
 # Extra arguments for loadtest/run.py go in LOADTEST_ARGS, e.g.

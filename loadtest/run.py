@@ -818,7 +818,7 @@ def env_table(info):
     return table(["what", "value"], [[k, str(v).replace("|", "/")] for k, v in info.items()])
 
 
-# ---- bench (issue 2) --------------------------------------------------------------
+# ---- bench --------------------------------------------------------------------
 
 BENCH = [  # (title, path, metric, unclog configuration, nginx variant)
     ("1 KiB, wrk -c10, req/s (defaults: small-file cache on)", "/1k.bin", "req_s", "64k +cache",
@@ -938,7 +938,7 @@ def main():
         if args.mode == "bench":
             cfg.pop("partitions", None)
             tbl = run_bench(args, cfg, out, tmp)
-            report += ["## Bench: unclog vs nginx (issue 2)\n", tbl]
+            report += ["## Bench: unclog vs nginx\n", tbl]
             name = "bench.md"
         else:
             unclogs = [Unclog(args.unclog, p) for p in cfg["partitions"]]
