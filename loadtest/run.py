@@ -6,7 +6,8 @@
     python3 loadtest/run.py bench   # make bench:         unclog vs nginx speed check
 
 Every server it starts is pinned to CPU 0 and every load generator (wrk, the
-probe, the page-cache evictor) to CPU 1 when there are two CPUs; configurations
+probe, the page-cache evictor) to CPU 1 when there are two CPUs (but for bench's
+workers row, which pins nothing); configurations
 are alternated round after round and the tables report medians. Everything it
 starts is stopped by PID, also on Ctrl-C and on errors. Python 3 standard
 library only.
@@ -63,10 +64,19 @@ NICE = []  # ["nice", "-n", "-10"] when root: shrug off other work on a shared m
 
 
 def pin(cpu):
-    """The nice + taskset prefix for a CPU; no taskset on a one-CPU machine."""
-    if (os.cpu_count() or 1) >= 2 and shutil.which("taskset"):
+    """The nice + taskset prefix for a CPU; no taskset on a one-CPU machine or for None."""
+    if cpu is not None and (os.cpu_count() or 1) >= 2 and shutil.which("taskset"):
         return NICE + ["taskset", "-c", str(cpu)]
     return list(NICE)
+
+
+def alive(pid):
+    """True while PID runs; a zombie has stopped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def cpu_stall_us():
@@ -173,20 +183,22 @@ def prewarm(paths):
 class Server:
     """One server configuration; start() runs a fresh process, stop() ends it."""
     gzip = False
+    pinned = True  # server on CPU 0 and its load on CPU 1 (when there are two)
 
     def __init__(self, label, kind):
         self.label, self.kind = label, kind
         self.proc = None
         self.port = None
 
-    def wait_listening(self, logpath, timeout=10.0):
+    def wait_listening(self, logpath, timeout=10.0, count=1):
+        """The port, once COUNT processes (an unclog's workers) have logged it."""
         deadline = time.time() + timeout
         pat = re.compile(r"listening on http://127\.0\.0\.1:(\d+)/")
         while time.time() < deadline:
             with open(logpath, errors="replace") as f:
-                m = pat.search(f.read())
-            if m:
-                return int(m.group(1))
+                m = pat.findall(f.read())
+            if len(m) >= count:
+                return int(m[0])
             if self.proc.poll() is not None:
                 break
             time.sleep(0.02)
@@ -227,27 +239,49 @@ class Unclog(Server):
     gzip = True
     expect_clean_exit = True
 
-    def __init__(self, binary, partition, gzip_partition=None, threads=4, cache=False):
+    def __init__(self, binary, partition, gzip_partition=None, threads=4, cache=False,
+                 workers=1, pinned=True):
         # The small-file cache is off unless asked for: with it, the 1 KiB probe
         # never touches the threadpool, and the experiment is about the pool.
-        super().__init__(f"unclog {partition}" + (" +cache" if cache else ""), "unclog")
+        label = f"unclog {partition}" + (" +cache" if cache else "")
+        if workers != 1 or not pinned:
+            label += f" workers {workers}" + ("" if pinned else " (not pinned)")
+        super().__init__(label, "unclog")
         self.binary, self.partition, self.cache = binary, partition, cache
         self.gzip_partition = gzip_partition or partition
-        self.threads = threads
+        self.threads, self.workers, self.pinned = threads, workers, pinned
 
     def start(self, tmp, tag):
         conf = os.path.join(tmp, "unclog-empty.conf")
         with open(conf, "w") as f:
             f.write("# settings come from the command line (loadtest/run.py)\n")
         self.logpath = os.path.join(tmp, f"{tag}.log")
-        cmd = pin(0) + [self.binary, "-c", conf, "--listen", "127.0.0.1:0", "--root", FIXTURES,
-                        "--threads", str(self.threads), "--partition", self.partition,
-                        "--gzip-partition", self.gzip_partition, "--access-log", "off",
-                        "--file-cache", "on" if self.cache else "off"]
+        cmd = pin(0 if self.pinned else None) + [
+            self.binary, "-c", conf, "--listen", "127.0.0.1:0", "--root", FIXTURES,
+            "--threads", str(self.threads), "--workers", str(self.workers),
+            "--partition", self.partition, "--gzip-partition", self.gzip_partition,
+            "--access-log", "off", "--file-cache", "on" if self.cache else "off"]
         with open(self.logpath, "w") as logf:
             self.proc = spawn(cmd, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
-        self.port = self.wait_listening(self.logpath)
+        self.port = self.wait_listening(self.logpath, count=self.workers)
         return self.port
+
+    def stop(self):
+        """With workers, the master stops them before it exits; any left are killed by PID."""
+        if self.proc is None:
+            return
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                workers = [int(p) for p in f.read().split()]
+        except OSError:
+            workers = []
+        super().stop()
+        deadline = time.time() + 5
+        while any(alive(p) for p in workers) and time.time() < deadline:
+            time.sleep(0.05)
+        for pid in filter(alive, workers):
+            warn(f"{self.label}: worker pid {pid} outlived its master; killed")
+            os.kill(pid, signal.SIGKILL)
 
     def save_stats(self, path):
         try:
@@ -357,13 +391,13 @@ def check(server):
 
 # ---- load generators -------------------------------------------------------------
 
-def start_wrk(port, path, conns, seconds, paths=None):
+def start_wrk(port, path, conns, seconds, paths=None, cpu=1):
     env = dict(os.environ)
     env.pop("UNCLOG_PATHS", None)
     if paths:
         env["UNCLOG_PATHS"] = ",".join(paths)
-    cmd = pin(1) + ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--timeout", "30s",
-                    "-s", os.path.join(HERE, "wrk.lua"), f"http://127.0.0.1:{port}{path}"]
+    cmd = pin(cpu) + ["wrk", "-t1", f"-c{conns}", f"-d{seconds}s", "--timeout", "30s",
+                      "-s", os.path.join(HERE, "wrk.lua"), f"http://127.0.0.1:{port}{path}"]
     return spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
 
 
@@ -525,7 +559,8 @@ TP_FIELDS = ["label", "round", "path", "conns", "requests", "bytes", "duration_u
 def wrk_rows(server, r, tests, seconds, sink):
     prewarm(["/1k.bin", "/16m.bin"])
     for path, conns in tests:
-        res = finish_wrk(start_wrk(server.port, path, conns, seconds), seconds)
+        res = finish_wrk(start_wrk(server.port, path, conns, seconds,
+                                   cpu=1 if server.pinned else None), seconds)
         if res["errors"]:
             warn(f"{server.label}: wrk {path} -c{conns}: {res['errors']} errors")
         sink.append({"label": server.label, "round": r, "path": path, "conns": conns,
@@ -820,23 +855,31 @@ def env_table(info):
 
 # ---- bench --------------------------------------------------------------------
 
-BENCH = [  # (title, path, metric, unclog configuration, nginx variant)
-    ("1 KiB, wrk -c10, req/s (defaults: small-file cache on)", "/1k.bin", "req_s", "64k +cache",
-     "sendfile"),
-    ("1 KiB, wrk -c10, req/s: every read through the pool", "/1k.bin", "req_s", "64k", "sendfile"),
-    ("16 MiB, wrk -c10, MB/s: whole vs sendfile", "/16m.bin", "mb_s", "whole", "sendfile"),
-    ("16 MiB, wrk -c10, MB/s: 64k vs aio 2x64k", "/16m.bin", "mb_s", "64k", "aio 2x64k"),
+BENCH = [  # (title, path, metric, server A, server B): the ratio is A ÷ B
+    ("1 KiB, wrk -c10, req/s (defaults: small-file cache on)", "/1k.bin", "req_s",
+     "unclog 64k +cache", "nginx sendfile"),
+    ("1 KiB, wrk -c10, req/s: every read through the pool", "/1k.bin", "req_s",
+     "unclog 64k", "nginx sendfile"),
+    ("16 MiB, wrk -c10, MB/s: whole vs sendfile", "/16m.bin", "mb_s",
+     "unclog whole", "nginx sendfile"),
+    ("16 MiB, wrk -c10, MB/s: 64k vs aio 2x64k", "/16m.bin", "mb_s",
+     "unclog 64k", "nginx aio 2x64k"),
+    ("1 KiB, wrk -c10, req/s: workers 2 vs 1 (defaults: cache on), not pinned", "/1k.bin",
+     "req_s", "unclog 64k +cache workers 2 (not pinned)",
+     "unclog 64k +cache workers 1 (not pinned)"),
 ]
 
 
 def run_bench(args, cfg, out, tmp):
-    servers = {"unclog 64k +cache": Unclog(args.unclog, "64k", cache=True),
-               "unclog 64k": Unclog(args.unclog, "64k"),
-               "unclog whole": Unclog(args.unclog, "whole"),
-               "nginx sendfile": Nginx("sendfile"), "nginx aio 2x64k": Nginx("aio 2x64k")}
+    # The workers row pins nothing: on CPU 0 a second worker has no core of its own.
+    servers = {s.label: s for s in [
+        Unclog(args.unclog, "64k", cache=True), Unclog(args.unclog, "64k"),
+        Unclog(args.unclog, "whole"), Nginx("sendfile"), Nginx("aio 2x64k"),
+        Unclog(args.unclog, "64k", cache=True, workers=2, pinned=False),
+        Unclog(args.unclog, "64k", cache=True, workers=1, pinned=False)]}
     tests = {}  # label -> [(path, conns)]
-    for _, path, _, part, variant in BENCH:
-        for label in (f"unclog {part}", f"nginx {variant}"):
+    for _, path, _, a, b in BENCH:
+        for label in (a, b):
             tests.setdefault(label, [])
             if (path, 10) not in tests[label]:
                 tests[label].append((path, 10))
@@ -855,15 +898,16 @@ def run_bench(args, cfg, out, tmp):
     write_csv(os.path.join(out, "bench.csv"), TP_FIELDS,
               [{**row, "req_s": f"{row['req_s']:.1f}", "mb_s": f"{row['mb_s']:.1f}"} for row in rows])
     out_rows = []
-    for title, path, metric, part, variant in BENCH:
-        u = med([x for x in rows if x["label"] == f"unclog {part}" and x["path"] == path], metric)
-        n = med([x for x in rows if x["label"] == f"nginx {variant}" and x["path"] == path], metric)
+    for title, path, metric, a, b in BENCH:
+        u = med([x for x in rows if x["label"] == a and x["path"] == path], metric)
+        n = med([x for x in rows if x["label"] == b and x["path"] == path], metric)
         per = lambda lab: " / ".join(fmt(x[metric], 0) for x in rows
                                      if x["label"] == lab and x["path"] == path)
-        out_rows.append([title, f"unclog {part}", fmt(u, 0), f"nginx {variant}", fmt(n, 0),
-                         fmt(ratio(u, n), 2), f"{per(f'unclog {part}')} vs {per(f'nginx {variant}')}"])
-    return table(["test", "unclog", "median", "nginx", "median", "unclog ÷ nginx",
-                  "per round (unclog vs nginx)"], out_rows)
+        out_rows.append([title, a, fmt(u, 0), b, fmt(n, 0), fmt(ratio(u, n), 2),
+                         f"{per(a)} vs {per(b)}"])
+    return table(["test", "A", "median", "B", "median", "A ÷ B", "per round (A vs B)"],
+                 out_rows) + ("\nA ÷ B above 1: A is faster. Not pinned: neither the server nor "
+                              "wrk is pinned (other rows: server on CPU 0, wrk on CPU 1).\n")
 
 
 # ---- main ---------------------------------------------------------------------
@@ -938,7 +982,7 @@ def main():
         if args.mode == "bench":
             cfg.pop("partitions", None)
             tbl = run_bench(args, cfg, out, tmp)
-            report += ["## Bench: unclog vs nginx\n", tbl]
+            report += ["## Bench: unclog vs nginx, and unclog workers 2 vs 1\n", tbl]
             name = "bench.md"
         else:
             unclogs = [Unclog(args.unclog, p) for p in cfg["partitions"]]
