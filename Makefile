@@ -7,6 +7,8 @@
 #   make deps         install the Debian packages the build needs (root)
 #   make loadtest     the fairness experiment, quick pass (see loadtest/README.md)
 #   make format-check clang-format dry run
+#   make install      binary, man page, config, example site, systemd unit
+#                     (PREFIX=/usr/local, DESTDIR; see install.mk); make uninstall
 
 # ---- environment -------------------------------------------------------------
 .DEFAULT_GOAL := all
