@@ -1,5 +1,6 @@
 #include "handlers/byteranges.h"
 
+#include "server/util.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,7 @@ static int parts_read(struct parts *p, char *buf, size_t want)
 
 static int parts_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
 {
-    struct parts *p = (struct parts *)src;
+    struct parts *p = container_of(src, struct parts, base);
     size_t n = 0;
     while (n < cap && p->part <= p->count) {
         size_t head_left = p->head_len[p->part] - p->head_done;
@@ -72,7 +73,7 @@ static int parts_fill(struct pump_source *src, char *buf, size_t cap, size_t *le
 
 static void parts_release(struct pump_source *src)
 {
-    struct parts *p = (struct parts *)src;
+    struct parts *p = container_of(src, struct parts, base);
     if (p->fd >= 0)
         close(p->fd);
     free(p);

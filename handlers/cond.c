@@ -3,20 +3,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "handlers/http_date.h"
+#include "server/http_date.h"
+#include "server/util.h"
 
 void etag_make(uint64_t ino, uint64_t size, int64_t mtime_ns, const char *suffix,
                char out[ETAG_LEN])
 {
     snprintf(out, ETAG_LEN, "\"%llx-%llx-%llx%s\"", (unsigned long long)ino,
              (unsigned long long)size, (unsigned long long)mtime_ns, suffix);
-}
-
-static const char *skip_space(const char *p)
-{
-    while (*p == ' ' || *p == '\t')
-        p++;
-    return p;
 }
 
 /* Compares the opaque tag at P (quotes included, LEN bytes) with ETAG's. */

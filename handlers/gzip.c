@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include "server/server.h"
+#include "server/util.h"
 
 #define BODY_CHUNK (64 * 1024)
 
@@ -110,7 +111,7 @@ static int next_slice(struct deflate_source *d)
 
 static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
 {
-    struct deflate_source *d = (struct deflate_source *)src;
+    struct deflate_source *d = container_of(src, struct deflate_source, base);
     z_stream *z = &d->z;
     if (z->avail_in == 0 && !d->last_slice) {
         int rc = next_slice(d);
@@ -133,7 +134,7 @@ static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *
 
 static void deflate_release(struct pump_source *src)
 {
-    struct deflate_source *d = (struct deflate_source *)src;
+    struct deflate_source *d = container_of(src, struct deflate_source, base);
     if (d->fd >= 0)
         close(d->fd);
     deflateEnd(&d->z);

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "handlers/path.h"
+#include "server/util.h"
 
 #define ENTRIES_MAX 100000 /* a bigger directory is listed in part */
 
@@ -22,63 +23,27 @@ struct entry {
     time_t mtime;
 };
 
-/* A growing output buffer; FAILED sticks once an allocation fails. */
-struct page {
-    char *buf;
-    size_t len, cap;
-    bool failed;
-};
-
-static void add(struct page *pg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void add(struct page *pg, const char *fmt, ...)
-{
-    for (int attempt = 0; attempt < 2 && !pg->failed; attempt++) {
-        va_list ap;
-        va_start(ap, fmt);
-        /* NULL + 0 is undefined behaviour: the first call measures only. */
-        int n = vsnprintf(pg->buf ? pg->buf + pg->len : NULL, pg->cap - pg->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            pg->failed = true;
-            return;
-        }
-        if ((size_t)n < pg->cap - pg->len) {
-            pg->len += (size_t)n;
-            return;
-        }
-        size_t cap = (pg->cap + (size_t)n) * 2;
-        char *grown = realloc(pg->buf, cap);
-        if (grown == NULL)
-            pg->failed = true;
-        else {
-            pg->buf = grown;
-            pg->cap = cap;
-        }
-    }
-}
-
-static void add_escaped(struct page *pg, const char *text)
+static void add_escaped(struct buf *pg, const char *text)
 {
     for (const char *p = text; *p != '\0'; p++) {
         switch (*p) {
         case '<':
-            add(pg, "&lt;");
+            buf_printf(pg, "&lt;");
             break;
         case '>':
-            add(pg, "&gt;");
+            buf_printf(pg, "&gt;");
             break;
         case '&':
-            add(pg, "&amp;");
+            buf_printf(pg, "&amp;");
             break;
         case '"':
-            add(pg, "&quot;");
+            buf_printf(pg, "&quot;");
             break;
         case '\'':
-            add(pg, "&#39;");
+            buf_printf(pg, "&#39;");
             break;
         default:
-            add(pg, "%c", *p);
+            buf_printf(pg, "%c", *p);
         }
     }
 }
@@ -145,41 +110,42 @@ char *listing_build(const char *dir, const char *url_path, size_t *len)
         errno = (int)-n;
         return NULL;
     }
-    struct page pg = {.buf = NULL, .len = 0, .cap = 0, .failed = false};
-    add(&pg, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
+    struct buf pg;
+    buf_init_growing(&pg);
+    buf_printf(&pg, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
     add_escaped(&pg, url_path);
-    add(&pg, "</title>\n<style>body{font-family:sans-serif}td{padding:0 1em}"
-             "td.n{text-align:right}</style></head>\n<body><h1>Index of ");
+    buf_printf(&pg, "</title>\n<style>body{font-family:sans-serif}td{padding:0 1em}"
+                    "td.n{text-align:right}</style></head>\n<body><h1>Index of ");
     add_escaped(&pg, url_path);
-    add(&pg, "</h1>\n<table>\n<tr><th>Name</th><th>Size</th><th>Modified (UTC)</th></tr>\n");
+    buf_printf(&pg, "</h1>\n<table>\n<tr><th>Name</th><th>Size</th><th>Modified (UTC)</th></tr>\n");
     if (strcmp(url_path, "/") != 0)
-        add(&pg, "<tr><td><a href=\"../\">../</a></td><td></td><td></td></tr>\n");
+        buf_printf(&pg, "<tr><td><a href=\"../\">../</a></td><td></td><td></td></tr>\n");
     for (long i = 0; i < n; i++) {
         struct entry *e = &list[i];
         char href[3 * 1024], date[32] = "";
         if (!path_encode(e->name, href, sizeof href))
             snprintf(href, sizeof href, "#");
         /* A name with ':' would read as a URL scheme: "./" keeps it relative. */
-        add(&pg, "<tr><td><a href=\"./");
+        buf_printf(&pg, "<tr><td><a href=\"./");
         add_escaped(&pg, href);
-        add(&pg, "%s\">", e->dir ? "/" : "");
+        buf_printf(&pg, "%s\">", e->dir ? "/" : "");
         add_escaped(&pg, e->name);
-        add(&pg, "%s</a></td><td class=\"n\">", e->dir ? "/" : "");
+        buf_printf(&pg, "%s</a></td><td class=\"n\">", e->dir ? "/" : "");
         if (!e->dir && e->size >= 0)
-            add(&pg, "%lld", e->size);
+            buf_printf(&pg, "%lld", e->size);
         struct tm tm;
         if (e->size >= 0 && gmtime_r(&e->mtime, &tm) != NULL)
             strftime(date, sizeof date, "%Y-%m-%d %H:%M", &tm);
-        add(&pg, "</td><td>%s</td></tr>\n", date);
+        buf_printf(&pg, "</td><td>%s</td></tr>\n", date);
         free(e->name);
     }
     free(list);
-    add(&pg, "</table>\n</body></html>\n");
+    buf_printf(&pg, "</table>\n</body></html>\n");
     if (pg.failed) {
-        free(pg.buf);
+        free(pg.data);
         errno = ENOMEM;
         return NULL;
     }
     *len = pg.len;
-    return pg.buf;
+    return pg.data;
 }

@@ -1,5 +1,6 @@
 #include "handlers/range.h"
 
+#include "server/util.h"
 #include <string.h>
 #include <strings.h>
 
@@ -18,13 +19,6 @@ static bool number(const char **p, uint64_t *out)
     *p = s;
     *out = n;
     return true;
-}
-
-static const char *skip_space(const char *p)
-{
-    while (*p == ' ' || *p == '\t')
-        p++;
-    return p;
 }
 
 /* Parses one range-spec at *P. Returns false if malformed (or a suffix

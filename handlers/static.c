@@ -15,14 +15,13 @@
 #include "handlers/cache.h"
 #include "handlers/cond.h"
 #include "handlers/gzip.h"
-#include "handlers/http_date.h"
+#include "server/http_date.h"
 #include "handlers/listing.h"
 #include "handlers/mime.h"
 #include "handlers/path.h"
 #include "handlers/range.h"
 #include "server/server.h"
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+#include "server/util.h"
 
 /* A file to send: open (FD), or its whole body in memory (BODY). */
 struct file {
@@ -192,7 +191,7 @@ static void redirect(struct conn *c, struct open_job *j)
     conn_head_start(c, 301);
     conn_head_add(c, "Location: %s/%s\r\n", location, query ? query : "");
     conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
-    conn_send_body(c, "301 Moved Permanently\n", 22);
+    conn_send_text(c, "301 Moved Permanently\n");
 }
 
 /* Does Accept-Encoding allow gzip (RFC 9110 12.5.3)? */
@@ -387,7 +386,7 @@ static void send_file(struct conn *c, struct file *f, const char *type)
     } else if (status == 416) {
         conn_head_add(c, "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
         conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
-        conn_send_body(c, "416 Range Not Satisfiable\n", 26);
+        conn_send_text(c, "416 Range Not Satisfiable\n");
     } else if (status == 206) {
         conn_head_add(c, "Accept-Ranges: bytes\r\n");
         send_ranges(c, f, type, ranges, count);

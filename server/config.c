@@ -1,4 +1,5 @@
 #include "server/config.h"
+#include "server/util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -30,11 +31,11 @@ static const struct key keys[] = {
     {"threads", KEY_UINT, FIELD(threads), 1, 1024, "4", "N", "libuv threadpool size per worker"},
     {"workers", KEY_UINT_AUTO, FIELD(workers), 1, 1024, "1", "N|auto",
      "server processes sharing the port; auto: one per online CPU"},
-    {"partition", KEY_PARTITION, FIELD(partition), 1, 1ULL << 30, "64k", "SIZE|whole",
+    {"partition", KEY_PARTITION, FIELD(partition), 1, GIB, "64k", "SIZE|whole",
      "bytes per threadpool read of a file"},
-    {"gzip_partition", KEY_PARTITION, FIELD(gzip_partition), 1, 1ULL << 30, "64k", "SIZE|whole",
+    {"gzip_partition", KEY_PARTITION, FIELD(gzip_partition), 1, GIB, "64k", "SIZE|whole",
      "input bytes deflated per threadpool job"},
-    {"gzip_max_body", KEY_SIZE, FIELD(gzip_max_body), 1, 1ULL << 30, "16m", "SIZE",
+    {"gzip_max_body", KEY_SIZE, FIELD(gzip_max_body), 1, GIB, "16m", "SIZE",
      "largest POST /gzip body (413 beyond)"},
     {"access_log", KEY_STRING, FIELD(access_log), 0, 0, "-", "PATH|-|off",
      "Common Log Format access log"},
@@ -44,7 +45,7 @@ static const struct key keys[] = {
      "gzip compressible files on the fly when the client accepts it"},
     {"gzip_static", KEY_BOOL, FIELD(gzip_static), 0, 0, "on", "on|off",
      "send FILE.gz instead of FILE when it exists"},
-    {"gzip_min_size", KEY_SIZE, FIELD(gzip_min_size), 1, 1ULL << 30, "1k", "SIZE",
+    {"gzip_min_size", KEY_SIZE, FIELD(gzip_min_size), 1, GIB, "1k", "SIZE",
      "smallest file compressed on the fly"},
     {"gzip_types", KEY_STRING, FIELD(gzip_types), 0, 0,
      "text/* application/json application/javascript application/xml image/svg+xml "
@@ -54,9 +55,9 @@ static const struct key keys[] = {
      "Cache-Control header of file responses"},
     {"file_cache", KEY_BOOL, FIELD(file_cache), 0, 0, "on", "on|off",
      "keep small files in memory (kept fresh with inotify)"},
-    {"file_cache_max_file", KEY_SIZE, FIELD(file_cache_max_file), 1, 1ULL << 30, "64k", "SIZE",
+    {"file_cache_max_file", KEY_SIZE, FIELD(file_cache_max_file), 1, GIB, "64k", "SIZE",
      "largest file the cache keeps"},
-    {"file_cache_size", KEY_SIZE, FIELD(file_cache_size), 1, 1ULL << 30, "32m", "SIZE",
+    {"file_cache_size", KEY_SIZE, FIELD(file_cache_size), 1, GIB, "32m", "SIZE",
      "memory for all cached files"},
     /* Limits and timeouts: what one client may cost. */
     {"max_connections", KEY_UINT, FIELD(max_connections), 1, 1000000, "4096", "N",
@@ -67,7 +68,7 @@ static const struct key keys[] = {
      "largest request header block (431 beyond)"},
     {"max_headers", KEY_UINT, FIELD(max_headers), 1, 10000, "100", "N",
      "most header lines in a request (431 beyond)"},
-    {"max_body", KEY_SIZE, FIELD(max_body), 1, 1ULL << 30, "16m", "SIZE",
+    {"max_body", KEY_SIZE, FIELD(max_body), 1, GIB, "16m", "SIZE",
      "largest request body on any route (413, before reading it)"},
     {"header_timeout", KEY_MS, FIELD(header_timeout), 1, 3600000, "10s", "TIME",
      "time to send a request head, from its first byte (408 beyond)"},
@@ -147,7 +148,7 @@ void config_format_size(size_t size, char *buf, size_t len)
 {
     if (size == CONFIG_WHOLE)
         snprintf(buf, len, "whole");
-    else if (size >= (1u << 20) && size % (1u << 20) == 0)
+    else if (size >= MIB && size % MIB == 0)
         snprintf(buf, len, "%zum", size >> 20);
     else if (size >= 1024 && size % 1024 == 0)
         snprintf(buf, len, "%zuk", size >> 10);

@@ -78,6 +78,8 @@ void conn_head_add(struct conn *c, const char *fmt, ...) __attribute__((format(p
 void conn_send_head(struct conn *c);
 /* Sends the head, Content-Length and a copy of BODY. */
 void conn_send_body(struct conn *c, const char *body, size_t len);
+/* The same for a NUL-terminated TEXT. */
+void conn_send_text(struct conn *c, const char *text);
 /* Sends the head then SRC's bytes: with Content-Length LEN when known
  * (LEN >= 0), else chunked on HTTP/1.1 or close-delimited on 1.0. Takes SRC. */
 void conn_send_source(struct conn *c, struct pump_source *src, long long len);

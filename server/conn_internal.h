@@ -14,8 +14,7 @@
 
 #include "server/conn.h"
 #include "server/strict.h"
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+#include "server/util.h"
 
 /* Buffers. The limits on what a client may send (URL, header block, header
  * count, body) and the timeouts are in the configuration. */
@@ -87,8 +86,7 @@ struct conn {
     bool reading;
 
     /* response */
-    size_t head_len;
-    bool head_overflow;
+    struct buf head_out; /* over head[] */
     int status;
     bool keep_alive;
     bool responding;

@@ -1,8 +1,7 @@
 #include "server/gateway.h"
 
+#include "server/util.h"
 #include <stddef.h>
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Stats counters: written only on the loop thread. */
 static struct gateway_class_stats stats[GATEWAY_NCLASSES];

@@ -6,16 +6,11 @@
 #include <unistd.h>
 
 #include "server/config.h"
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+#include "server/util.h"
 
 /* Buffers above this size (the `whole` mode) are freed after each response
  * rather than kept for the connection's next one. */
-#define KEEP_BUFFER_MAX (1u << 20)
-
-/* One piece is at most this big, so that `whole` of a file over 4 GiB
- * still fits uv_buf_t's 32-bit length (it then takes a few reads). */
-#define PIECE_MAX (1u << 30)
+#define KEEP_BUFFER_MAX MIB
 
 static const char crlf[] = "\r\n";
 static const char last_chunk[] = "0\r\n\r\n";
@@ -164,8 +159,10 @@ static void fill_next(struct pump *pump)
 int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
                bool chunked)
 {
-    if (src->buf_size > PIECE_MAX)
-        src->buf_size = PIECE_MAX;
+    /* One piece is at most a GiB, so that `whole` of a file over 4 GiB
+     * still fits uv_buf_t's 32-bit length (it then takes a few reads). */
+    if (src->buf_size > GIB)
+        src->buf_size = GIB;
     /* Slot buffers are reused while they are big enough. */
     if (src->buf_size > pump->alloc) {
         pump_free(pump);
@@ -226,7 +223,7 @@ int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset)
 
 static int file_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
 {
-    struct file_source *fs = (struct file_source *)src;
+    struct file_source *fs = container_of(src, struct file_source, base);
     size_t got = fs->left < cap ? (size_t)fs->left : cap;
     int rc = pump_pread_all(fs->fd, buf, got, fs->offset);
     if (rc < 0)
@@ -244,7 +241,7 @@ static int file_fill(struct pump_source *src, char *buf, size_t cap, size_t *len
 
 static void file_release(struct pump_source *src)
 {
-    struct file_source *fs = (struct file_source *)src;
+    struct file_source *fs = container_of(src, struct file_source, base);
     if (fs->fd >= 0)
         close(fs->fd);
     free(fs);

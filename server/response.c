@@ -62,19 +62,14 @@ void conn_head_add(struct conn *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(c->head + c->head_len, sizeof c->head - c->head_len, fmt, ap);
+    buf_vprintf(&c->head_out, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof c->head - c->head_len)
-        c->head_overflow = true;
-    else
-        c->head_len += (size_t)n;
 }
 
 void conn_head_start(struct conn *c, int status)
 {
     c->status = status;
-    c->head_len = 0;
-    c->head_overflow = false;
+    buf_init_fixed(&c->head_out, c->head, sizeof c->head);
     conn_head_add(c, "HTTP/1.1 %d %s\r\nServer: unclog/" UNCLOG_VERSION "\r\nDate: %s\r\n", status,
                   http_reason(status), server_date(c->srv));
 }
@@ -90,7 +85,7 @@ static bool head_finish(struct conn *c)
     else if (c->req.http_minor == 0)
         conn_head_add(c, "Connection: keep-alive\r\n");
     conn_head_add(c, "\r\n");
-    return !c->head_overflow;
+    return !c->head_out.failed;
 }
 
 static void conn_on_shutdown(uv_shutdown_t *req, int status)
@@ -149,7 +144,7 @@ static void conn_on_write(uv_write_t *req, int status)
 
 static void write_out(struct conn *c, const char *body, size_t len)
 {
-    uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_len),
+    uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_out.len),
                         uv_buf_init((char *)body, (unsigned)len)};
     c->bytes = len;
     if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, conn_on_write) < 0)
@@ -189,6 +184,11 @@ void conn_send_body(struct conn *c, const char *body, size_t len)
     write_out(c, c->body, len);
 }
 
+void conn_send_text(struct conn *c, const char *text)
+{
+    conn_send_body(c, text, strlen(text));
+}
+
 void conn_send_error(struct conn *c, int status, const char *allow)
 {
     char body[128];
@@ -201,7 +201,7 @@ void conn_send_error(struct conn *c, int status, const char *allow)
     if (status == 405 && allow != NULL)
         conn_head_add(c, "Allow: %s\r\n", allow);
     conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
-    if (c->head_overflow) {
+    if (c->head_out.failed) {
         c->keep_alive = false;
         conn_head_start(c, 500);
     }
@@ -232,12 +232,12 @@ void conn_send_source(struct conn *c, struct pump_source *src, long long len)
         conn_head_add(c, "Transfer-Encoding: chunked\r\n");
     if (!head_finish(c) || c->req.head) {
         src->ops->release(src);
-        if (c->head_overflow)
+        if (c->head_out.failed)
             conn_send_error(c, 500, NULL);
         else
             write_out(c, NULL, 0);
         return;
     }
-    if (pump_start(&c->pump, src, c->head, c->head_len, chunked) < 0)
+    if (pump_start(&c->pump, src, c->head, c->head_out.len, chunked) < 0)
         conn_close(c);
 }

@@ -9,11 +9,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "handlers/http_date.h"
+#include "server/http_date.h"
 #include "server/conn.h"
+#include "server/util.h"
 #include "handlers/cache.h"
-
-#define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* How long a graceful stop waits for responses in progress. */
 #define STOP_GRACE_MS 5000

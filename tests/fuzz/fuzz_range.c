@@ -1,5 +1,5 @@
 /* libFuzzer target: Range and conditional-header parsing (handlers/range.c,
- * handlers/cond.c, handlers/http_date.c).
+ * handlers/cond.c, server/http_date.c).
  *
  * Input: eight bytes of representation size, then the header value. The
  * ranges returned must lie inside the representation, in number at most
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "handlers/cond.h"
-#include "handlers/http_date.h"
+#include "server/http_date.h"
 #include "handlers/range.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

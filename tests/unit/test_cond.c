@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "handlers/cond.h"
-#include "handlers/http_date.h"
+#include "server/http_date.h"
 #include "tests/tap.h"
 
 #define MTIME ((time_t)1000000000) /* Sun, 09 Sep 2001 01:46:40 GMT */

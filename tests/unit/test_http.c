@@ -1,5 +1,5 @@
 /* MIME lookup and HTTP dates. */
-#include "handlers/http_date.h"
+#include "server/http_date.h"
 #include "handlers/mime.h"
 #include "tests/tap.h"
 

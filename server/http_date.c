@@ -1,4 +1,4 @@
-#include "handlers/http_date.h"
+#include "server/http_date.h"
 
 #include <stdio.h>
 #include <string.h>
