@@ -54,7 +54,7 @@ ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
 
 SERVER_SRC  := $(wildcard server/*.c)
 HANDLER_SRC := $(wildcard handlers/*.c)
-CORE_SRC    := $(filter-out server/main.c,$(SERVER_SRC)) $(HANDLER_SRC)
+CORE_SRC    := $(SERVER_SRC) $(HANDLER_SRC)
 LLHTTP_C    := api http llhttp
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 HEADERS     := $(wildcard server/*.h handlers/*.h tests/*.h)
@@ -81,7 +81,7 @@ build/obj/llhttp/%.o: $(LLHTTP_SRC)/%.c
 LL_OBJ   := $(addprefix build/obj/llhttp/,$(addsuffix .o,$(LLHTTP_C)))
 CORE_OBJ := $(call objs,build/obj,$(CORE_SRC)) $(LL_OBJ)
 
-build/unclog: build/obj/server/main.o $(CORE_OBJ)
+build/unclog: build/obj/main.o $(CORE_OBJ)
 	@echo "  LD      $@"
 	@$(CC) $^ -o $@ $(LIBS) $(LDFLAGS)
 
@@ -99,7 +99,7 @@ build/asan/obj/llhttp/%.o: $(LLHTTP_SRC)/%.c
 ASAN_LL_OBJ   := $(addprefix build/asan/obj/llhttp/,$(addsuffix .o,$(LLHTTP_C)))
 ASAN_CORE_OBJ := $(call objs,build/asan/obj,$(CORE_SRC)) $(ASAN_LL_OBJ)
 
-build/asan/unclog: build/asan/obj/server/main.o $(ASAN_CORE_OBJ)
+build/asan/unclog: build/asan/obj/main.o $(ASAN_CORE_OBJ)
 	@echo "  LD asan $@"
 	@$(CC) $(ASAN_FLAGS) $^ -o $@ $(LIBS)
 
@@ -138,7 +138,7 @@ RUN_CMD := build/unclog -c conf/unclog.conf $(RUN_ARGS)
 run: build/unclog
 	@if [ -t 0 ]; then exec bash -mc '$(RUN_CMD)'; else exec $(RUN_CMD); fi
 
-FORMAT_SRC := $(wildcard server/*.[ch] handlers/*.[ch] tests/*.h tests/unit/*.c tests/fuzz/*.c loadtest/*.c)
+FORMAT_SRC := main.c $(wildcard server/*.[ch] handlers/*.[ch] tests/*.h tests/unit/*.c tests/fuzz/*.c loadtest/*.c)
 
 format:
 	clang-format -i $(FORMAT_SRC)

@@ -144,7 +144,7 @@ const struct cache_entry *cache_lookup(struct cache *cache, const char *key, uin
     return e;
 }
 
-uint64_t cache_generation(struct cache *cache)
+uint64_t cache_drain(struct cache *cache)
 {
     if (cache->inotify_fd >= 0)
         drain(cache);
@@ -169,7 +169,7 @@ void cache_insert(struct cache *cache, const char *key, int wd, const struct sta
     bool shared = find_wd(cache, wd) != NULL; /* the same inode under another name */
     bool fits = size <= cache->max_file && size <= cache->max_bytes;
     struct cache_entry *e = NULL;
-    if (cache->enabled && cache_generation(cache) == gen && !shared && fits)
+    if (cache->enabled && cache_drain(cache) == gen && !shared && fits)
         e = calloc(1, sizeof *e);
     if (e != NULL)
         e->key = strdup(key);

@@ -57,9 +57,10 @@ void cache_free(struct cache *cache);
 /* The fresh entry for KEY, or NULL. Drains pending change events first. */
 const struct cache_entry *cache_lookup(struct cache *cache, const char *key, uint64_t now_ms);
 
-/* The change count to hand to cache_insert(): a fill started now is kept
- * only if no change is seen before it ends. Drains pending events. */
-uint64_t cache_generation(struct cache *cache);
+/* Applies every pending change event (evicting what changed) and returns
+ * the count of changes seen so far: handed to cache_insert(), it keeps a
+ * fill started now only if no change is seen before the fill ends. */
+uint64_t cache_drain(struct cache *cache);
 
 /* Worker thread: watches the file at PATH (resolved, no symlinks) for
  * changes. Returns the watch descriptor or -1. Call before reading it. */

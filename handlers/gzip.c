@@ -41,7 +41,7 @@ static void body_free(void *state)
     free(b);
 }
 
-int gzip_on_headers(struct conn *c, const struct request *req)
+static int gzip_on_headers(struct conn *c, const struct request *req)
 {
     size_t max = conn_server(c)->cfg->gzip_max_body;
     if (req->has_length && req->content_length > max)
@@ -54,7 +54,7 @@ int gzip_on_headers(struct conn *c, const struct request *req)
     return 0;
 }
 
-int gzip_on_body(struct conn *c, const char *at, size_t len)
+static int gzip_on_body(struct conn *c, const char *at, size_t len)
 {
     struct body *b = conn_state(c);
     if (len > b->max - b->len)
@@ -167,7 +167,7 @@ static struct deflate_source *deflate_new(size_t slice)
     return d;
 }
 
-int gzip_on_request(struct conn *c, const struct request *req)
+static int gzip_on_request(struct conn *c, const struct request *req)
 {
     struct body *b = conn_state(c);
     struct deflate_source *d = deflate_new(pump_piece(conn_server(c)->cfg->gzip_partition, b->len));
@@ -199,3 +199,10 @@ struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition)
     d->last_slice = size == 0;
     return &d->base;
 }
+
+static const struct route gzip_routes[] = {
+    {"/gzip", ROUTE_METHOD(HTTP_POST), "POST", gzip_on_headers, gzip_on_body, gzip_on_request},
+    {0},
+};
+
+const struct module gzip_module = {.name = "gzip", .routes = gzip_routes};

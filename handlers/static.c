@@ -1,6 +1,7 @@
 #include "handlers/static.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -56,6 +57,11 @@ struct open_job {
     char real[PATH_MAX];     /* the last file opened, resolved */
     char relative[PATH_MAX]; /* decoded, normalised: redirects, listings, cache key */
 };
+
+static struct cache *file_cache(const struct server *srv)
+{
+    return server_module_state(srv, &static_module);
+}
 
 /* realpath, refuse anything outside the root, open, fstat into FD and ST. */
 static int open_beneath(struct open_job *j, const char *path, int *fd, struct stat *st)
@@ -439,10 +445,10 @@ static void open_after_work(struct gateway_job *job, int status)
         char key[PATH_MAX + 2];
         cache_key(j, key, sizeof key);
         if (j->err == 0 && j->body != NULL)
-            cache_insert(&srv->cache, key, j->wd, &j->f.st, mime_type(j->path), j->body,
+            cache_insert(file_cache(srv), key, j->wd, &j->f.st, mime_type(j->path), j->body,
                          j->cache_gen, uv_now(srv->loop));
         else
-            cache_unwatch(&srv->cache, j->wd);
+            cache_unwatch(file_cache(srv), j->wd);
     } else {
         free(j->body);
     }
@@ -458,7 +464,7 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
     struct server *srv = conn_server(c);
     char key[PATH_MAX + 2];
     cache_key(j, key, sizeof key);
-    const struct cache_entry *e = cache_lookup(&srv->cache, key, uv_now(srv->loop));
+    const struct cache_entry *e = cache_lookup(file_cache(srv), key, uv_now(srv->loop));
     if (e == NULL || (gzip_possible && compressible(e->type, srv->cfg->gzip_types)))
         return false;
     struct file f = {.st = e->st, .fd = -1, .body = e->body, .gz_fd = -1};
@@ -466,7 +472,7 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
     return true;
 }
 
-int static_on_request(struct conn *c, const struct request *req)
+static int static_on_request(struct conn *c, const struct request *req)
 {
     struct server *srv = conn_server(c);
     const struct config *cfg = srv->cfg;
@@ -481,7 +487,8 @@ int static_on_request(struct conn *c, const struct request *req)
     bool ranged = req->headers[HEADER_RANGE] != NULL;
     j->gzip_possible =
         (cfg->gzip_static || cfg->gzip_files) && accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
-    bool cached = srv->cache.enabled && !ranged;
+    struct cache *cache = file_cache(srv);
+    bool cached = cache->enabled && !ranged;
     if (cached && send_cached(c, j, j->gzip_possible)) {
         free(j);
         return 0;
@@ -496,9 +503,9 @@ int static_on_request(struct conn *c, const struct request *req)
     j->root_len = srv->root_len;
     j->want_gz = cfg->gzip_static && j->gzip_possible && !ranged;
     j->want_listing = cfg->listing;
-    j->inotify_fd = cached ? srv->cache.inotify_fd : -1;
+    j->inotify_fd = cached ? cache->inotify_fd : -1;
     j->cache_max = cfg->file_cache_max_file;
-    j->cache_gen = cached ? cache_generation(&srv->cache) : 0;
+    j->cache_gen = cached ? cache_drain(cache) : 0;
     j->f = (struct file){.fd = -1, .gz_fd = -1};
     j->wd = -1;
     j->body = NULL;
@@ -513,3 +520,55 @@ int static_on_request(struct conn *c, const struct request *req)
     conn_hold(c);
     return 0;
 }
+
+static int static_init(struct server *srv, void **state)
+{
+    const struct config *cfg = srv->cfg;
+    struct cache *cache = malloc(sizeof *cache);
+    if (cache == NULL)
+        return -ENOMEM;
+    int err = cache_init(cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
+    if (err < 0)
+        log_warn("file cache off: inotify: %s", strerror(-err));
+    *state = cache;
+    return 0;
+}
+
+static void static_reload(struct server *srv, void *state)
+{
+    const struct config *cfg = srv->cfg;
+    int err =
+        cache_configure(state, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
+    if (err < 0)
+        log_warn("file cache off: inotify: %s", strerror(-err));
+}
+
+static void static_stats(const struct server *srv, const void *state, struct buf *out)
+{
+    const struct cache *fc = state;
+    buf_printf(out,
+               "\"file_cache\":{\"enabled\":%s,\"entries\":%zu,\"bytes\":%zu,\"hits\":%" PRIu64
+               ",\"misses\":%" PRIu64 "},",
+               fc->enabled ? "true" : "false", fc->count, fc->bytes, fc->hits, fc->misses);
+}
+
+static void static_fini(struct server *srv, void *state)
+{
+    cache_free(state);
+    free(state);
+}
+
+static const struct route static_routes[] = {
+    {NULL, ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD), "GET, HEAD", NULL, NULL,
+     static_on_request},
+    {0},
+};
+
+const struct module static_module = {
+    .name = "static",
+    .routes = static_routes,
+    .init = static_init,
+    .reload = static_reload,
+    .stats = static_stats,
+    .fini = static_fini,
+};

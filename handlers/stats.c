@@ -17,7 +17,7 @@ static void put_size(struct buf *o, const char *key, size_t size)
         buf_printf(o, "\"%s\":%zu,", key, size);
 }
 
-int stats_on_request(struct conn *c, const struct request *req)
+static int stats_on_request(struct conn *c, const struct request *req)
 {
     const struct server *srv = conn_server(c);
     struct buf o;
@@ -31,11 +31,10 @@ int stats_on_request(struct conn *c, const struct request *req)
                "\"connections\":{\"active\":%" PRIu64 ",\"accepted\":%" PRIu64
                ",\"refused\":%" PRIu64 "},",
                srv->active, srv->accepted, srv->refused);
-    const struct cache *fc = &srv->cache;
-    buf_printf(&o,
-               "\"file_cache\":{\"enabled\":%s,\"entries\":%zu,\"bytes\":%zu,\"hits\":%" PRIu64
-               ",\"misses\":%" PRIu64 "},",
-               fc->enabled ? "true" : "false", fc->count, fc->bytes, fc->hits, fc->misses);
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        if (srv->modules[i]->stats != NULL)
+            srv->modules[i]->stats(srv, srv->module_state[i], &o);
+    }
     buf_printf(&o, "\"requests\":%" PRIu64 ",\"jobs\":{", srv->requests);
     for (int i = 0; i < GATEWAY_NCLASSES; i++) {
         const struct gateway_class_stats *s = gateway_stats(i);
@@ -59,3 +58,11 @@ int stats_on_request(struct conn *c, const struct request *req)
     free(o.data);
     return 0;
 }
+
+static const struct route stats_routes[] = {
+    {"/stats", ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD), "GET, HEAD", NULL, NULL,
+     stats_on_request},
+    {0},
+};
+
+const struct module stats_module = {.name = "stats", .routes = stats_routes};

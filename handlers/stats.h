@@ -3,8 +3,11 @@
 
 #include "server/conn.h"
 
-/* GET /stats: the effective settings, connection and request counts, and
- * the gateway's per-class threadpool counters, as JSON. */
-int stats_on_request(struct conn *c, const struct request *req);
+#include "server/module.h"
+
+/* GET /stats: the effective settings, connection and request counts, each
+ * module's members (its stats hook) and the gateway's per-class threadpool
+ * counters, as JSON. */
+extern const struct module stats_module;
 
 #endif

@@ -5,7 +5,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "handlers/routes.h"
 #include "server/server.h"
 
 static const char *const header_names[HEADER_COUNT] = {
@@ -220,7 +219,7 @@ static int on_headers_complete(llhttp_t *p)
         return refuse(c, 413);
     if (r->chunked || r->content_length > 0)
         conn_set_phase(c, PHASE_BODY, c->srv->cfg->body_timeout);
-    c->route = route_find(r->target);
+    c->route = server_route(c->srv, r->target);
     if ((c->route->methods & (1ull << r->method)) == 0) {
         /* Without a body nothing is left unread: answer and keep the connection. */
         if (r->chunked || (r->has_length && r->content_length > 0))

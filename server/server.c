@@ -9,10 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "server/http_date.h"
 #include "server/conn.h"
+#include "server/http_date.h"
 #include "server/util.h"
-#include "handlers/cache.h"
 
 /* How long a graceful stop waits for responses in progress. */
 #define STOP_GRACE_MS 5000
@@ -342,16 +341,81 @@ int server_open_listener(const char *listen, int *fd)
     return rc;
 }
 
-void server_init(struct server *srv, uv_loop_t *loop, struct config *cfg, int argc, char **argv)
+int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
+                const struct module *const *modules, int argc, char **argv)
 {
     memset(srv, 0, sizeof *srv);
     srv->listen_fd = -1;
     srv->loop = loop;
     srv->cfg = cfg;
+    srv->modules = modules;
     srv->argc = argc;
     srv->argv = argv;
     srv->started_ms = uv_now(loop);
     server_date(srv);
+    if (realpath(cfg->root, srv->root) == NULL) {
+        int err = -errno;
+        log_error("root \"%s\": %s", cfg->root, strerror(-err));
+        return err;
+    }
+    srv->root_len = strlen(srv->root);
+    for (size_t i = 0; modules[i] != NULL; i++) {
+        if (i == SERVER_MODULES_MAX)
+            abort(); /* a longer list in main() is a bug */
+        int err = modules[i]->init ? modules[i]->init(srv, &srv->module_state[i]) : 0;
+        if (err < 0) {
+            log_error("module %s: %s", modules[i]->name, strerror(-err));
+            while (i-- > 0) {
+                if (modules[i]->fini != NULL)
+                    modules[i]->fini(srv, srv->module_state[i]);
+            }
+            return err;
+        }
+    }
+    return 0;
+}
+
+void server_fini(struct server *srv)
+{
+    access_log_close(&srv->access);
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        if (srv->modules[i]->fini != NULL)
+            srv->modules[i]->fini(srv, srv->module_state[i]);
+        srv->module_state[i] = NULL;
+    }
+}
+
+void *server_module_state(const struct server *srv, const struct module *m)
+{
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        if (srv->modules[i] == m)
+            return srv->module_state[i];
+    }
+    return NULL;
+}
+
+/* For a target no module claims, with no fallback among the modules. */
+static int not_found(struct conn *c, const struct request *req)
+{
+    return 404;
+}
+
+static const struct route no_route = {NULL, ~0ull, NULL, NULL, NULL, not_found};
+
+const struct route *server_route(const struct server *srv, const char *target)
+{
+    size_t len = strcspn(target, "?#");
+    const struct route *fallback = &no_route;
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        const struct route *r = srv->modules[i]->routes;
+        for (; r != NULL && r->on_request != NULL; r++) {
+            if (r->path == NULL && fallback == &no_route)
+                fallback = r;
+            else if (r->path != NULL && strlen(r->path) == len && memcmp(r->path, target, len) == 0)
+                return r;
+        }
+    }
+    return fallback;
 }
 
 /* Reopens the access log for a reload: the new one is opened before the old
@@ -398,10 +462,10 @@ void server_reload(struct server *srv)
         return;
     }
     *srv->cfg = next;
-    rc = cache_configure(&srv->cache, next.file_cache, next.file_cache_max_file,
-                         next.file_cache_size);
-    if (rc < 0)
-        log_warn("file cache off: inotify: %s", strerror(-rc));
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        if (srv->modules[i]->reload != NULL)
+            srv->modules[i]->reload(srv, srv->module_state[i]);
+    }
     char part[32], gzpart[32];
     config_format_size(next.partition, part, sizeof part);
     config_format_size(next.gzip_partition, gzpart, sizeof gzpart);
@@ -412,19 +476,7 @@ int server_start(struct server *srv, int listen_fd)
 {
     uv_loop_t *loop = srv->loop;
     const struct config *cfg = srv->cfg;
-    int err =
-        cache_init(&srv->cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
-    if (err < 0)
-        log_warn("file cache off: inotify: %s", strerror(-err));
-
-    int rc = 0;
-    if (realpath(cfg->root, srv->root) == NULL) {
-        rc = -errno;
-        log_error("root \"%s\": %s", cfg->root, strerror(-rc));
-        goto fail_close_fd;
-    }
-    srv->root_len = strlen(srv->root);
-    rc = access_log_open(&srv->access, loop, cfg->access_log);
+    int rc = access_log_open(&srv->access, loop, cfg->access_log);
     if (rc < 0) {
         log_error("access log \"%s\": %s", cfg->access_log, strerror(-rc));
         goto fail_close_fd;

@@ -7,11 +7,13 @@
 #include <time.h>
 #include <uv.h>
 
-#include "handlers/cache.h"
 #include "server/config.h"
 #include "server/log.h"
+#include "server/module.h"
 
 #define UNCLOG_VERSION "0.1.0"
+
+#define SERVER_MODULES_MAX 8
 
 struct conn;
 
@@ -32,7 +34,8 @@ struct server {
     uv_signal_t sigint, sigterm, sighup;
     uv_timer_t tick; /* 1 s: refreshes the Date header, flushes the access log */
     struct access_log access;
-    struct cache cache;  /* small files' bodies, freshened by inotify */
+    const struct module *const *modules;    /* main()'s list, NULL-terminated */
+    void *module_state[SERVER_MODULES_MAX]; /* each module's own, by index */
     char root[PATH_MAX]; /* realpath of cfg->root: the boundary no request crosses */
     size_t root_len;
     char date[32];      /* "Sun, 06 Nov 1994 08:49:37 GMT", for date_time */
@@ -44,10 +47,24 @@ struct server {
     unsigned open_handles; /* server handles not yet closed */
 };
 
-/* Sets SRV up to serve CFG (kept, not copied) on LOOP, started by the
- * command line ARGC, ARGV. Opens nothing: fields such as worker may be set
- * before server_start. */
-void server_init(struct server *srv, uv_loop_t *loop, struct config *cfg, int argc, char **argv);
+/* Sets SRV up to serve CFG (kept, not copied) on LOOP with MODULES (a
+ * NULL-terminated list, kept), started by the command line ARGC, ARGV:
+ * resolves the root and runs each module's init. Opens no socket and no
+ * handle (server_start does), so a test can drive connections by hand.
+ * Returns 0, or logs and returns a negative errno after undoing itself. */
+int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
+                const struct module *const *modules, int argc, char **argv);
+
+/* After the loop has run dry: closes the access log and frees every
+ * module's state. */
+void server_fini(struct server *srv);
+
+/* The route for TARGET's path (query ignored): the first module route with
+ * that exact path, else the first fallback route. Never NULL. */
+const struct route *server_route(const struct server *srv, const char *target);
+
+/* The state module M keeps for SRV (what its init stored), or NULL. */
+void *server_module_state(const struct server *srv, const struct module *m);
 
 /* Opens the listening socket for LISTEN ("ADDR:PORT", "[ADDR6]:PORT").
  * Returns 0 with the fd in *FD, or logs and returns a negative UV_E* code. */

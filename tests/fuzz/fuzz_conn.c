@@ -18,6 +18,9 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "handlers/gzip.h"
+#include "handlers/static.h"
+#include "handlers/stats.h"
 #include "server/config.h"
 #include "server/conn.h"
 #include "server/server.h"
@@ -130,17 +133,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     }
     if (uv_loop_init(&loop) != 0)
         abort();
-    srv.loop = &loop;
-    srv.cfg = &cfg;
-    srv.listen_fd = -1;
-    if (realpath(cfg.root, srv.root) == NULL)
+    /* The server's own setup, less the socket: connections come from a
+     * socketpair. The file cache is on, as by default: the first GET of a
+     * small file fills it, the next one hits it. */
+    static const struct module *const modules[] = {&gzip_module, &stats_module, &static_module,
+                                                   NULL};
+    if (server_init(&srv, &loop, &cfg, modules, 0, NULL) != 0)
         abort();
-    srv.root_len = strlen(srv.root);
     snprintf(srv.date, sizeof srv.date, "Thu, 01 Jan 2026 00:00:00 GMT");
     if (access_log_open(&srv.access, &loop, "off") != 0)
-        abort();
-    /* On, as by default: the first GET of a small file fills it, the next hit it. */
-    if (cache_init(&srv.cache, cfg.file_cache, cfg.file_cache_max_file, cfg.file_cache_size) != 0)
         abort();
     log_set_level(LOG_ERROR);
     return 0;

@@ -1,4 +1,6 @@
-/* unclog: arguments, threadpool size, signals, workers, start and stop. */
+/* unclog: the program. Above both layers, it wires the core (server/) and the
+ * handler modules (handlers/) together: arguments, threadpool size, workers,
+ * start and stop. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,10 +8,17 @@
 #include <uv.h>
 #include <zlib.h>
 
+#include "handlers/gzip.h"
+#include "handlers/static.h"
+#include "handlers/stats.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/master.h"
 #include "server/server.h"
+
+/* The handler modules, in the order their routes are matched: the static
+ * files' fallback route comes last. */
+static const struct module *const modules[] = {&gzip_module, &stats_module, &static_module, NULL};
 
 /* What a process needs to serve: main()'s configuration and command line,
  * and the master's listening socket when there is one. */
@@ -27,13 +36,18 @@ static int serve(unsigned worker, void *arg)
     static struct server srv;
     struct run *run = arg;
     uv_loop_t *loop = uv_default_loop();
-    server_init(&srv, loop, run->cfg, run->argc, run->argv);
+    int rc = server_init(&srv, loop, run->cfg, modules, run->argc, run->argv);
+    if (rc < 0) {
+        if (run->listen_fd >= 0)
+            close(run->listen_fd);
+        uv_loop_close(loop);
+        return 1;
+    }
     srv.worker = worker;
-    int rc = server_start(&srv, run->listen_fd);
+    rc = server_start(&srv, run->listen_fd);
     master_worker_ready();
     uv_run(loop, UV_RUN_DEFAULT);
-    access_log_close(&srv.access);
-    cache_free(&srv.cache);
+    server_fini(&srv);
     int closed = uv_loop_close(loop);
     if (closed != 0)
         log_error("loop close: %s (a handle or request leaked)", uv_strerror(closed));
