@@ -33,9 +33,13 @@ struct file {
     struct stat gz_st;
 };
 
-/* One open+fstat (and, where asked, FILE.gz, a directory listing, or the
- * body of a small file for the cache) on the pool. Owned by the handler
- * from submit to done; holds its connection. */
+/* What a request still needs from the pool after its open. */
+enum stage { STAGE_NONE, STAGE_LIST, STAGE_FILL };
+
+/* One open+fstat (and FILE.gz where asked) on the pool, then where needed one
+ * more job of its own class: a directory listing (list), or the body of a
+ * small file for the cache (fill). Owned by the handler from the first
+ * submit to the last done; holds its connection. */
 struct open_job {
     struct gateway_job job;
     struct conn *conn;
@@ -46,6 +50,7 @@ struct open_job {
     size_t cache_max;   /* largest body wanted */
     uint64_t cache_gen; /* the cache's change count at submit */
     /* results, written by the worker */
+    enum stage stage;
     int err;
     bool redirect;
     struct file f;
@@ -107,10 +112,8 @@ static void open_directory(struct open_job *j)
     j->err = open_beneath(j, j->path, &j->f.fd, &j->f.st);
     if (j->err == -ENOENT && j->want_listing) {
         j->path[len] = '\0';
-        char shown[PATH_MAX + 2];
-        snprintf(shown, sizeof shown, "/%s%s", j->relative, j->relative[0] ? "/" : "");
-        j->listing = listing_build(j->path, shown, &j->listing_len);
-        j->err = j->listing ? 0 : -errno;
+        j->err = 0;
+        j->stage = STAGE_LIST;
         return;
     }
     if (j->err == 0 && S_ISDIR(j->f.st.st_mode))
@@ -136,6 +139,20 @@ static void read_body(struct open_job *j)
         drop(&j->f.fd); /* the body is all the response needs */
 }
 
+static void list_work(struct gateway_job *job)
+{
+    struct open_job *j = container_of(job, struct open_job, job);
+    char shown[PATH_MAX + 2];
+    snprintf(shown, sizeof shown, "/%s%s", j->relative, j->relative[0] ? "/" : "");
+    j->listing = listing_build(j->path, shown, &j->listing_len);
+    j->err = j->listing ? 0 : -errno;
+}
+
+static void fill_work(struct gateway_job *job)
+{
+    read_body(container_of(job, struct open_job, job));
+}
+
 static void open_work(struct gateway_job *job)
 {
     struct open_job *j = container_of(job, struct open_job, job);
@@ -145,11 +162,11 @@ static void open_work(struct gateway_job *job)
         j->err = -ENOTDIR;
     if (j->err == 0 && S_ISDIR(j->f.st.st_mode))
         open_directory(j);
-    if (j->err == 0 && j->listing == NULL && !j->redirect && !S_ISREG(j->f.st.st_mode))
+    if (j->err == 0 && j->stage != STAGE_LIST && !j->redirect && !S_ISREG(j->f.st.st_mode))
         j->err = -EACCES;
     bool file = j->err == 0 && j->f.fd >= 0;
     if (file && j->inotify_fd >= 0 && (size_t)j->f.st.st_size <= j->cache_max)
-        read_body(j);
+        j->stage = STAGE_FILL;
     if (file && j->want_gz) {
         char gz[PATH_MAX + 3];
         snprintf(gz, sizeof gz, "%s.gz", j->path);
@@ -429,13 +446,36 @@ static void cache_key(const struct open_job *j, char *key, size_t size)
     snprintf(key, size, "%s%s", j->relative, j->want_dir ? "/" : "");
 }
 
+static void open_after_work(struct gateway_job *job, int status);
+
+/* The job's next stage on the pool, if it has one: returns true when it
+ * was submitted (the job lives on). A fill that cannot be submitted is only
+ * a missed cache entry; a listing is the response. */
+static bool next_stage(struct open_job *j, struct server *srv)
+{
+    enum stage stage = j->stage;
+    j->stage = STAGE_NONE;
+    if (stage == STAGE_NONE || j->err != 0 || conn_closing(j->conn))
+        return false;
+    bool list = stage == STAGE_LIST;
+    /* A directory's own size grows with its entries: the listing's cost. */
+    int rc =
+        gateway_submit(srv->loop, &j->job, list ? GATEWAY_LIST : GATEWAY_FILL,
+                       (uint64_t)j->f.st.st_size, list ? list_work : fill_work, open_after_work);
+    if (rc < 0 && list)
+        j->err = -EMFILE; /* 503 */
+    return rc == 0;
+}
+
+/* Nothing cancels these jobs (STATUS is always 0): a connection that closes
+ * meanwhile waits for them, and they skip the response. */
 static void open_after_work(struct gateway_job *job, int status)
 {
     struct open_job *j = container_of(job, struct open_job, job);
     struct conn *c = j->conn;
     struct server *srv = conn_server(c);
-    if (status < 0)
-        j->err = -ECANCELED;
+    if (next_stage(j, srv))
+        return;
     if (!conn_closing(c))
         respond(c, j);
     /* What the response did not take: HEAD, 304, errors, the unused variant. */
@@ -512,7 +552,8 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->err = 0;
     j->redirect = false;
     j->listing = NULL;
-    rc = gateway_submit(srv->loop, &j->job, GATEWAY_OPEN, open_work, open_after_work);
+    j->stage = STAGE_NONE;
+    rc = gateway_submit(srv->loop, &j->job, GATEWAY_OPEN, 0, open_work, open_after_work);
     if (rc < 0) {
         free(j);
         return 503;

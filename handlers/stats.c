@@ -40,12 +40,12 @@ static int stats_on_request(struct conn *c, const struct request *req)
         const struct gateway_class_stats *s = gateway_stats(i);
         buf_printf(&o,
                    "%s\"%s\":{\"submitted\":%" PRIu64 ",\"completed\":%" PRIu64
-                   ",\"cancelled\":%" PRIu64 ",\"in_flight\":%" PRIu64
+                   ",\"cancelled\":%" PRIu64 ",\"in_flight\":%" PRIu64 ",\"cost_bytes\":%" PRIu64
                    ",\"queued_us_total\":%" PRIu64 ",\"queued_us_max\":%" PRIu64
                    ",\"running_us_total\":%" PRIu64 ",\"running_us_max\":%" PRIu64 "}",
                    i ? "," : "", gateway_class_name(i), s->submitted, s->completed, s->cancelled,
-                   s->submitted - s->completed - s->cancelled, s->queued_us_total, s->queued_us_max,
-                   s->running_us_total, s->running_us_max);
+                   s->submitted - s->completed - s->cancelled, s->cost_total, s->queued_us_total,
+                   s->queued_us_max, s->running_us_total, s->running_us_max);
     }
     buf_printf(&o, "}}\n");
     conn_head_start(c, 200);

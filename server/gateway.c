@@ -6,7 +6,7 @@
 /* Stats counters: written only on the loop thread. */
 static struct gateway_class_stats stats[GATEWAY_NCLASSES];
 
-static const char *const class_names[GATEWAY_NCLASSES] = {"open", "read", "gzip"};
+static const char *const class_names[GATEWAY_NCLASSES] = {"open", "read", "gzip", "list", "fill"};
 
 static void gateway_on_work(uv_work_t *req)
 {
@@ -26,6 +26,7 @@ static void gateway_on_after_work(uv_work_t *req, int status)
         uint64_t queued = (job->started_ns - job->submitted_ns) / 1000;
         uint64_t running = (job->finished_ns - job->started_ns) / 1000;
         s->completed++;
+        s->cost_total += job->cost;
         s->queued_us_total += queued;
         s->running_us_total += running;
         if (queued > s->queued_us_max)
@@ -36,10 +37,11 @@ static void gateway_on_after_work(uv_work_t *req, int status)
     job->done(job, status);
 }
 
-int gateway_submit(uv_loop_t *loop, struct gateway_job *job, enum gateway_class cls,
+int gateway_submit(uv_loop_t *loop, struct gateway_job *job, enum gateway_class cls, uint64_t cost,
                    gateway_work_fn work, gateway_done_fn done)
 {
     job->cls = cls;
+    job->cost = cost;
     job->work = work;
     job->done = done;
     job->submitted_ns = uv_hrtime();

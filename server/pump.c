@@ -147,8 +147,8 @@ static void fill_next(struct pump *pump)
     pump->fill.src = pump->src;
     pump->fill.buf = slot->buf;
     pump->fill.cap = pump->src->buf_size;
-    int rc = gateway_submit(pump->stream->loop, &pump->fill.job, pump->src->cls, fill_work,
-                            fill_after_work);
+    int rc = gateway_submit(pump->stream->loop, &pump->fill.job, pump->src->cls,
+                            pump->src->buf_size, fill_work, fill_after_work);
     if (rc < 0) {
         slot->busy = false;
         pump->filling = -1;
