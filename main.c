@@ -82,6 +82,7 @@ int main(int argc, char **argv)
                zlibVersion());
         return 0;
     }
+    log_set_level(cfg.log_level);
     /* libuv sizes its pool from the environment on first use, which is later. */
     char threads[16];
     snprintf(threads, sizeof threads, "%u", cfg.threads);

@@ -8,7 +8,18 @@
 #include <string.h>
 #include <unistd.h>
 
-enum key_type { KEY_STRING, KEY_UINT, KEY_UINT_AUTO, KEY_SIZE, KEY_PARTITION, KEY_BOOL, KEY_MS };
+/* KEY_CHOICE: one of the words of the key's ARG ("a|b|c"), stored as its
+ * index (unsigned). */
+enum key_type {
+    KEY_STRING,
+    KEY_UINT,
+    KEY_UINT_AUTO,
+    KEY_SIZE,
+    KEY_PARTITION,
+    KEY_BOOL,
+    KEY_MS,
+    KEY_CHOICE
+};
 
 /* One row per key: the file spelling, the flag is the same with '-' for '_'. */
 struct key {
@@ -39,6 +50,8 @@ static const struct key keys[] = {
      "largest POST /gzip body (413 beyond)"},
     {"access_log", KEY_STRING, FIELD(access_log), 0, 0, "-", "PATH|-|off",
      "Common Log Format access log"},
+    {"log_level", KEY_CHOICE, FIELD(log_level), 0, 0, "info", "error|warn|info|debug",
+     "most verbose lines on stderr (debug: every refused request and timeout)"},
     {"listing", KEY_BOOL, FIELD(listing), 0, 0, "off", "on|off",
      "HTML listing of directories without index.html"},
     {"gzip_files", KEY_BOOL, FIELD(gzip_files), 0, 0, "on", "on|off",
@@ -214,6 +227,20 @@ static int set_key(struct config *cfg, const struct key *k, const char *text,
         }
         *(bool *)(void *)field = strcmp(text, "on") == 0;
         return 0;
+    case KEY_CHOICE: {
+        unsigned index = 0;
+        size_t len = strlen(text);
+        for (const char *w = k->arg; *w != '\0'; index++) {
+            size_t wlen = strcspn(w, "|");
+            if (wlen == len && len > 0 && strncmp(w, text, len) == 0) {
+                *(unsigned *)(void *)field = index;
+                return 0;
+            }
+            w += wlen + (w[wlen] == '|');
+        }
+        fail(err, "%s: '%s' is not one of %s", k->name, text, k->arg);
+        return -1;
+    }
     case KEY_MS:
         rc = parse_ms(text, &size);
         if (rc == 0 && (size < k->min || size > k->max))

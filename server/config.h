@@ -29,6 +29,7 @@ struct config {
     size_t gzip_partition;
     size_t gzip_max_body;
     char access_log[PATH_MAX];
+    unsigned log_level; /* enum log_level: error, warn, info, debug */
     /* HTTP semantics of static files */
     bool listing;            /* HTML index of directories without index.html */
     bool gzip_files;         /* compress compressible files on the fly */

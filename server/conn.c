@@ -53,7 +53,7 @@ void *conn_take_state(struct conn *c)
 
 /* ---- lifetime -------------------------------------------------------------- */
 
-void conn_maybe_free(struct conn *c)
+void conn__maybe_free(struct conn *c)
 {
     if (!c->closed || c->holds > 0 || c->pump.src != NULL)
         return;
@@ -74,12 +74,12 @@ static void conn_on_close(uv_handle_t *handle)
     if (--c->handles > 0)
         return;
     c->closed = true;
-    conn_maybe_free(c);
+    conn__maybe_free(c);
 }
 
 /* RESET closes with SO_LINGER 0: an RST, and the kernel drops the unsent
  * bytes at once instead of retrying them to a client that reads nothing. */
-void conn_close_handles(struct conn *c, bool reset)
+void conn__close(struct conn *c, bool reset)
 {
     if (c->closing)
         return;
@@ -90,11 +90,6 @@ void conn_close_handles(struct conn *c, bool reset)
         uv_close((uv_handle_t *)&c->tcp, conn_on_close);
 }
 
-void conn_close(struct conn *c)
-{
-    conn_close_handles(c, false);
-}
-
 void conn_hold(struct conn *c)
 {
     c->holds++;
@@ -103,13 +98,13 @@ void conn_hold(struct conn *c)
 void conn_release(struct conn *c)
 {
     c->holds--;
-    conn_maybe_free(c);
+    conn__maybe_free(c);
 }
 
-void conn_shutdown(struct conn *c, bool force)
+void conn_stop(struct conn *c, bool force)
 {
     if (force || !c->responding)
-        conn_close(c);
+        conn__close(c, false);
 }
 
 /* ---- timeouts ------------------------------------------------------------------ */
@@ -121,10 +116,10 @@ void conn_shutdown(struct conn *c, bool force)
 static void arm_timer(struct conn *c, uint64_t delay_ms)
 {
     if (uv_timer_start(&c->timer, conn_on_timer, delay_ms, 0) < 0)
-        conn_close(c); /* only when closing already */
+        conn__close(c, false); /* only when closing already */
 }
 
-void conn_set_phase(struct conn *c, enum phase phase, unsigned timeout_ms)
+void conn__set_phase(struct conn *c, enum phase phase, unsigned timeout_ms)
 {
     c->phase = phase;
     c->deadline = uv_now(c->srv->loop) + timeout_ms;
@@ -139,7 +134,7 @@ static unsigned send_check_ms(const struct conn *c)
     return c->srv->cfg->send_timeout / 4 + 1;
 }
 
-void conn_start_sending(struct conn *c)
+void conn__start_sending(struct conn *c)
 {
     c->sent_queue = 0;
     c->sent_pumped = c->pump.sent;
@@ -168,21 +163,21 @@ static void time_out(struct conn *c)
     case PHASE_BODY:
         log_debug("timeout %s: request %s", c->peer, c->started ? "incomplete" : "never came");
         if (!c->started) {
-            conn_close(c); /* no request, nothing to answer */
+            conn__close(c, false); /* no request, nothing to answer */
             return;
         }
-        conn_stop_reading(c);
+        conn__stop_reading(c);
         c->in_len = 0;
         c->error = 408;
-        conn_refuse_request(c, NULL);
+        conn__refuse_request(c, NULL);
         return;
     case PHASE_SEND:
         log_debug("timeout %s: the client stopped reading its response", c->peer);
-        conn_close_handles(c, true);
+        conn__close(c, true);
         return;
     case PHASE_IDLE:
     case PHASE_LINGER:
-        conn_close(c);
+        conn__close(c, false);
         return;
     }
 }
@@ -217,33 +212,33 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     struct conn *c = container_of(stream, struct conn, tcp);
     if (c->phase == PHASE_LINGER) {
         if (nread < 0)
-            conn_close(c); /* the client is done: so are we */
+            conn__close(c, false); /* the client is done: so are we */
         return;
     }
     if (nread == 0)
         return;
     if (nread < 0) {
-        conn_close(c); /* EOF or reset: nothing half-parsed is worth an answer */
+        conn__close(c, false); /* EOF or reset: nothing half-parsed is worth an answer */
         return;
     }
     if (c->phase == PHASE_BODY)
         c->deadline = uv_now(c->srv->loop) + c->srv->cfg->body_timeout;
     c->in_off = 0;
     c->in_len = (size_t)nread;
-    conn_parse_input(c);
+    conn__parse_input(c);
 }
 
-void conn_start_reading(struct conn *c)
+void conn__start_reading(struct conn *c)
 {
     if (c->reading || c->closing)
         return;
     if (uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read) == 0)
         c->reading = true;
     else
-        conn_close(c);
+        conn__close(c, false);
 }
 
-void conn_stop_reading(struct conn *c)
+void conn__stop_reading(struct conn *c)
 {
     if (c->reading)
         uv_read_stop((uv_stream_t *)&c->tcp);
@@ -277,16 +272,16 @@ int conn_accept(struct server *srv, int fd)
     srv->conns = c;
     c->pprev = &srv->conns;
     srv->active++;
-    pump_init(&c->pump, (uv_stream_t *)&c->tcp, conn_on_pump_done);
+    pump_init(&c->pump, (uv_stream_t *)&c->tcp, conn__on_pump_done);
     /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
-    llhttp_init(&c->parser, HTTP_REQUEST, &conn_parser_settings);
+    llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
     strict_lines_init(&c->lines);
-    conn_set_phase(c, PHASE_HEAD, srv->cfg->header_timeout);
+    conn__set_phase(c, PHASE_HEAD, srv->cfg->header_timeout);
 
     rc = uv_tcp_open(&c->tcp, fd);
     if (rc < 0) {
         close(fd);
-        conn_close(c);
+        conn__close(c, false);
         return rc;
     }
     srv->accepted++;
@@ -300,6 +295,6 @@ int conn_accept(struct server *srv, int fd)
         else
             uv_ip4_name((struct sockaddr_in *)&addr, c->peer, sizeof c->peer);
     }
-    conn_start_reading(c);
+    conn__start_reading(c);
     return 0;
 }

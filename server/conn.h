@@ -96,9 +96,10 @@ const char *http_reason(int status);
  * is then closed and nothing is left allocated). */
 int conn_accept(struct server *srv, int fd);
 
-/* Server shutdown: closes C now if it is between requests, else after the
- * response in progress. FORCE closes it regardless. */
-void conn_shutdown(struct conn *c, bool force);
+/* The server is stopping: closes C now if it is between requests, else
+ * after the response in progress (which then lingers, as every end does).
+ * FORCE closes it at once regardless. */
+void conn_stop(struct conn *c, bool force);
 
 /* The next live connection after C in the server's list. */
 struct conn *conn_next(const struct conn *c);

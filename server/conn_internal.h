@@ -48,7 +48,7 @@ struct framing {
 /* A connection: owned by the server's list; frees itself once its two
  * handles are closed, its pump idle and no handler holds it. */
 struct conn {
-    uv_tcp_t tcp;     /* closed exactly once, by conn_close, with the timer */
+    uv_tcp_t tcp;     /* closed exactly once, by conn__close, with the timer */
     uv_timer_t timer; /* fires at the phase's deadline */
     unsigned handles; /* of those two, not closed yet */
     struct server *srv;
@@ -110,30 +110,32 @@ struct conn {
     char url[]; /* cfg->max_url + 1 bytes, allocated with the connection */
 };
 
+/* Shared by conn.c, request.c and response.c only: the conn__ prefix marks
+ * what handlers must not call (their API is conn.h). */
+
 /* conn.c */
-void conn_close(struct conn *c);
 /* Closes both handles; RESET sends an RST and drops unsent bytes at once. */
-void conn_close_handles(struct conn *c, bool reset);
+void conn__close(struct conn *c, bool reset);
 /* Frees C once its handles are closed, its pump idle and nothing holds it. */
-void conn_maybe_free(struct conn *c);
+void conn__maybe_free(struct conn *c);
 /* Enters PHASE, due TIMEOUT_MS from now. */
-void conn_set_phase(struct conn *c, enum phase phase, unsigned timeout_ms);
+void conn__set_phase(struct conn *c, enum phase phase, unsigned timeout_ms);
 /* Enters PHASE_SEND: the client must keep taking the response. */
-void conn_start_sending(struct conn *c);
-void conn_start_reading(struct conn *c);
-void conn_stop_reading(struct conn *c);
+void conn__start_sending(struct conn *c);
+void conn__start_reading(struct conn *c);
+void conn__stop_reading(struct conn *c);
 
 /* request.c */
-extern const llhttp_settings_t conn_parser_settings;
+extern const llhttp_settings_t conn__parser_settings;
 /* Parses the buffered input, dispatching each complete request; reads on
  * when the buffer is spent and no response is in progress. */
-void conn_parse_input(struct conn *c);
+void conn__parse_input(struct conn *c);
 /* Answers a request refused while parsing (c->error, else 400), then
  * drains and closes. WHY goes to the debug log. */
-void conn_refuse_request(struct conn *c, const char *why);
+void conn__refuse_request(struct conn *c, const char *why);
 
 /* response.c */
 /* The pump's completion: the response is out (0) or failed. */
-void conn_on_pump_done(struct pump *pump, int status);
+void conn__on_pump_done(struct pump *pump, int status);
 
 #endif

@@ -48,7 +48,7 @@ static int on_message_begin(llhttp_t *p)
     /* A connection's first head is due header_timeout after the accept, a
      * later one header_timeout after its first byte. */
     if (c->phase == PHASE_IDLE)
-        conn_set_phase(c, PHASE_HEAD, c->srv->cfg->header_timeout);
+        conn__set_phase(c, PHASE_HEAD, c->srv->cfg->header_timeout);
     c->started = true;
     return 0;
 }
@@ -195,6 +195,12 @@ static void send_continue(struct conn *c)
     (void)uv_write(&c->continue_req, (uv_stream_t *)&c->tcp, &buf, 1, NULL);
 }
 
+/* Whether a body follows the head: chunked, or a Content-Length above 0. */
+static bool has_body(const struct request *r)
+{
+    return r->chunked || (r->has_length && r->content_length > 0);
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     struct conn *c = parser_conn(p);
@@ -217,12 +223,12 @@ static int on_headers_complete(llhttp_t *p)
     r->target_len = strlen(r->target);
     if (r->has_length && r->content_length > c->srv->cfg->max_body)
         return refuse(c, 413);
-    if (r->chunked || r->content_length > 0)
-        conn_set_phase(c, PHASE_BODY, c->srv->cfg->body_timeout);
+    if (has_body(r))
+        conn__set_phase(c, PHASE_BODY, c->srv->cfg->body_timeout);
     c->route = server_route(c->srv, r->target);
     if ((c->route->methods & (1ull << r->method)) == 0) {
         /* Without a body nothing is left unread: answer and keep the connection. */
-        if (r->chunked || (r->has_length && r->content_length > 0))
+        if (has_body(r))
             return refuse(c, 405);
         c->deferred = 405;
         return 0;
@@ -233,8 +239,8 @@ static int on_headers_complete(llhttp_t *p)
             return refuse(c, status);
     }
     const char *expect = r->headers[HEADER_EXPECT];
-    bool body = r->chunked || (r->has_length && r->content_length > 0);
-    if (body && expect != NULL && strcasecmp(expect, "100-continue") == 0 && r->http_minor == 1)
+    if (has_body(r) && expect != NULL && strcasecmp(expect, "100-continue") == 0 &&
+        r->http_minor == 1)
         send_continue(c);
     return 0;
 }
@@ -273,7 +279,7 @@ static int on_message_complete(llhttp_t *p)
     return HPE_PAUSED;
 }
 
-const llhttp_settings_t conn_parser_settings = {
+const llhttp_settings_t conn__parser_settings = {
     .on_message_begin = on_message_begin,
     .on_url = on_url,
     .on_header_field = on_header_field,
@@ -293,7 +299,7 @@ static void dispatch(struct conn *c)
 {
     c->request_ready = false;
     c->responding = true;
-    conn_start_sending(c);
+    conn__start_sending(c);
     c->bytes = 0;
     c->keep_alive = c->req.keep_alive && !c->srv->stopping;
     int status = c->deferred ? c->deferred : c->route->on_request(c, &c->req);
@@ -303,7 +309,7 @@ static void dispatch(struct conn *c)
 
 /* A request that failed to parse (WHY says how, for the debug log), was
  * refused or timed out: answer it, then drain and close. */
-void conn_refuse_request(struct conn *c, const char *why)
+void conn__refuse_request(struct conn *c, const char *why)
 {
     int status = c->error ? c->error : 400;
     if (why != NULL)
@@ -315,11 +321,11 @@ void conn_refuse_request(struct conn *c, const char *why)
     c->responding = true;
     c->bytes = 0;
     c->keep_alive = false;
-    conn_start_sending(c);
+    conn__start_sending(c);
     conn_send_error(c, status, c->route ? c->route->allow : NULL);
 }
 
-void conn_parse_input(struct conn *c)
+void conn__parse_input(struct conn *c)
 {
     while (c->in_len > 0 && !c->responding && !c->closing) {
         const char *start = c->in + c->in_off;
@@ -330,13 +336,13 @@ void conn_parse_input(struct conn *c)
             used = (size_t)(llhttp_get_error_pos(&c->parser) - start);
         } else if (err != HPE_OK) {
             c->in_len = 0;
-            conn_refuse_request(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
+            conn__refuse_request(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
             break;
         }
         /* What llhttp took as framing must pass before anything is answered. */
         if (strict_lines_scan(&c->lines, c->scanned, (size_t)(start + used - c->scanned)) < 0) {
             c->in_len = 0;
-            conn_refuse_request(c, "bare CR or LF, folded line, or no CRLF after chunk data");
+            conn__refuse_request(c, "bare CR or LF, folded line, or no CRLF after chunk data");
             break;
         }
         c->in_off += used;
@@ -345,7 +351,7 @@ void conn_parse_input(struct conn *c)
             dispatch(c);
     }
     if (c->responding)
-        conn_stop_reading(c);
+        conn__stop_reading(c);
     else
-        conn_start_reading(c);
+        conn__start_reading(c);
 }

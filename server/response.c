@@ -98,15 +98,15 @@ static void conn_on_shutdown(uv_shutdown_t *req, int status)
  * unread makes the kernel send an RST, which can destroy the response before
  * the client reads it (RFC 9112 9.6): half-close instead, drop what comes,
  * and close at EOF or LINGER_MS. */
-static void conn_linger(struct conn *c)
+static void linger(struct conn *c)
 {
     c->in_len = 0;
-    conn_set_phase(c, PHASE_LINGER, LINGER_MS);
+    conn__set_phase(c, PHASE_LINGER, LINGER_MS);
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, conn_on_shutdown) < 0) {
-        conn_close(c);
+        conn__close(c, false);
         return;
     }
-    conn_start_reading(c);
+    conn__start_reading(c);
 }
 
 /* The response has been handed to the socket in full. */
@@ -124,20 +124,20 @@ static void conn_finish(struct conn *c)
         /* Always: bytes the client sent meanwhile may wait unread in the
          * kernel even when our buffer is empty (reading stops while we
          * answer), and the stop's deadline bounds the wait. */
-        conn_linger(c);
+        linger(c);
         return;
     }
     c->started = false;
-    conn_set_phase(c, PHASE_IDLE, srv->cfg->keepalive_timeout);
+    conn__set_phase(c, PHASE_IDLE, srv->cfg->keepalive_timeout);
     llhttp_resume(&c->parser);
-    conn_parse_input(c);
+    conn__parse_input(c);
 }
 
 static void conn_on_write(uv_write_t *req, int status)
 {
     struct conn *c = container_of(req, struct conn, write_req);
     if (status < 0)
-        conn_close(c);
+        conn__close(c, false);
     else
         conn_finish(c);
 }
@@ -148,7 +148,7 @@ static void write_out(struct conn *c, const char *body, size_t len)
                         uv_buf_init((char *)body, (unsigned)len)};
     c->bytes = len;
     if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, conn_on_write) < 0)
-        conn_close(c);
+        conn__close(c, false);
 }
 
 void conn_send_head(struct conn *c)
@@ -174,7 +174,7 @@ void conn_send_body(struct conn *c, const char *body, size_t len)
     if (len > c->body_cap) {
         char *grown = realloc(c->body, len);
         if (grown == NULL) {
-            conn_close(c);
+            conn__close(c, false);
             return;
         }
         c->body = grown;
@@ -208,15 +208,15 @@ void conn_send_error(struct conn *c, int status, const char *allow)
     conn_send_body(c, body, (size_t)len);
 }
 
-void conn_on_pump_done(struct pump *pump, int status)
+void conn__on_pump_done(struct pump *pump, int status)
 {
     struct conn *c = container_of(pump, struct conn, pump);
     c->bytes = pump->sent;
     if (status < 0 || c->closing)
-        conn_close(c);
+        conn__close(c, false);
     else
         conn_finish(c);
-    conn_maybe_free(c);
+    conn__maybe_free(c);
 }
 
 void conn_send_source(struct conn *c, struct pump_source *src, long long len)
@@ -239,5 +239,5 @@ void conn_send_source(struct conn *c, struct pump_source *src, long long len)
         return;
     }
     if (pump_start(&c->pump, src, c->head, c->head_out.len, chunked) < 0)
-        conn_close(c);
+        conn__close(c, false);
 }

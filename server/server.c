@@ -72,7 +72,7 @@ static void server_on_tick(uv_timer_t *timer)
     access_log_flush(&srv->access);
     if (srv->stopping && uv_now(srv->loop) >= srv->stop_deadline_ms) {
         for (struct conn *c = srv->conns; c != NULL; c = conn_next(c))
-            conn_shutdown(c, true);
+            conn_stop(c, true);
     }
 }
 
@@ -185,7 +185,7 @@ static void server_on_signal(uv_signal_t *sig, int signum)
         /* A second signal: stop waiting for responses in progress. */
         log_info("signal %d: closing every connection now", signum);
         for (struct conn *c = srv->conns; c != NULL; c = conn_next(c))
-            conn_shutdown(c, true);
+            conn_stop(c, true);
         return;
     }
     log_info("signal %d: stopping", signum);
@@ -222,10 +222,10 @@ void server_stop(struct server *srv)
     uv_unref((uv_handle_t *)&srv->sigint);
     uv_unref((uv_handle_t *)&srv->sigterm);
     uv_unref((uv_handle_t *)&srv->sighup);
-    /* conn_shutdown may unlink the connection it is given, but only later,
+    /* conn_stop may unlink the connection it is given, but only later,
      * from its close callback: walking the list here is safe. */
     for (struct conn *c = srv->conns; c != NULL; c = conn_next(c))
-        conn_shutdown(c, false);
+        conn_stop(c, false);
     if (srv->active == 0)
         server_finish(srv);
 }
@@ -462,6 +462,7 @@ void server_reload(struct server *srv)
         return;
     }
     *srv->cfg = next;
+    log_set_level(next.log_level);
     for (size_t i = 0; srv->modules[i] != NULL; i++) {
         if (srv->modules[i]->reload != NULL)
             srv->modules[i]->reload(srv, srv->module_state[i]);

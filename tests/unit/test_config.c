@@ -7,6 +7,8 @@
 
 #include "tests/tap.h"
 
+#define LOG_INFO_INDEX 2
+
 static void test_sizes(void)
 {
     static const struct {
@@ -159,6 +161,12 @@ static void test_workers_and_reload(void)
     is_int(cur.workers, CONFIG_AUTO, "  is CONFIG_AUTO");
     is_int(config_set(&cur, "workers", "0", err), -1, "workers 0 refused");
     is_int(config_set(&cur, "workers", "3", err), 0, "workers 3");
+    is_int(cur.log_level, LOG_INFO_INDEX, "log_level defaults to info");
+    is_int(config_set(&cur, "log_level", "debug", err), 0, "log_level debug");
+    is_int(cur.log_level, 3, "  is the fourth choice");
+    is_int(config_set(&cur, "log_level", "de", err), -1, "a prefix of a choice is refused");
+    is_int(config_set(&cur, "log_level", "", err), -1, "an empty choice is refused");
+    is_int(config_set(&cur, "log_level", "info|debug", err), -1, "the list itself is refused");
 
     /* A reload: restart-only keys come back, live keys stay new. */
     next = cur;
