@@ -125,11 +125,14 @@ unit: $(UNIT_BIN)
 PROVE := prove --timer -j2
 INTEG := $(sort $(wildcard tests/integration/*.t))
 
+# The integration tests import their one helper library, harness.py.
+INTEG_ENV := PYTHONPATH=$(CURDIR)/tests/integration PYTHONDONTWRITEBYTECODE=1
+
 test: build/unclog $(UNIT_BIN)
-	UNCLOG_BIN=$(CURDIR)/build/unclog $(PROVE) $(UNIT_BIN) $(INTEG)
+	$(INTEG_ENV) UNCLOG_BIN=$(CURDIR)/build/unclog $(PROVE) $(UNIT_BIN) $(INTEG)
 
 test-asan: build/asan/unclog $(UNIT_BIN)
-	UNCLOG_BIN=$(CURDIR)/build/asan/unclog UNCLOG_ASAN=1 $(PROVE) $(UNIT_BIN) $(INTEG)
+	$(INTEG_ENV) UNCLOG_BIN=$(CURDIR)/build/asan/unclog UNCLOG_ASAN=1 $(PROVE) $(UNIT_BIN) $(INTEG)
 
 # On a terminal the server runs as a foreground job of its own (bash -m), so
 # that Ctrl-C reaches it alone: it stops gracefully and make exits with its

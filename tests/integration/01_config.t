@@ -2,15 +2,9 @@
 # Configuration: --help/--version, the config file (keys, comments, size
 # suffixes, `whole`), flags overriding the file, the positional DIR, and the
 # fatal `FILE:LINE: message` errors with exit status 2.
-import os
 import re
-import shutil
-import sys
-import tempfile
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, is_, like, ok, run, run_bin  # noqa: E402
+from harness import Server, is_, like, ok, run, run_bin, run_with_conf
 
 
 def test_help_version():
@@ -83,30 +77,19 @@ def test_positional_dir():
         is_((resp.status, resp.body), (200, b"positional"), "positional DIR is the root")
 
 
-def expect_config_error(text, line, desc, args=()):
+def expect_config_error(text, line, desc):
     """A config file whose line `line` is bad: exit 2 and CONF:LINE: on stderr."""
-    tmp = tempfile.mkdtemp(prefix="unclog-test-")
-    conf = os.path.join(tmp, "bad.conf")
-    with open(conf, "w") as f:
-        f.write(text)
-    status, out, err = run_bin(["-c", conf, "--listen", "127.0.0.1:0", "--access-log", "off",
-                                "--root", tmp] + list(args))
+    status, _, err, conf = run_with_conf(text)
     ok(status == 2, "%s: exit status 2" % desc, "status %r (None: still running, killed)"
        % status, "stderr: %s" % err[-2000:])
     like(err, re.escape(conf) + ":%d:" % line, "%s: stderr says CONF:%d:" % (desc, line))
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def expect_flag_error(args, desc):
-    tmp = tempfile.mkdtemp(prefix="unclog-test-")
-    conf = os.path.join(tmp, "empty.conf")
-    open(conf, "w").close()
-    status, out, err = run_bin(["-c", conf, "--listen", "127.0.0.1:0", "--access-log", "off",
-                                "--root", tmp] + list(args))
+    status, _, err, _ = run_with_conf("", args)
     ok(status == 2, "%s: exit status 2" % desc, "status %r (None: still running, killed)"
        % status, "stderr: %s" % err[-2000:])
     ok(err.strip(), "%s: a message on stderr" % desc)
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_errors():

@@ -4,14 +4,11 @@
 # strings; 404, 405 with Allow, 400 for garbage; the server survives abuse.
 import email.utils
 import os
-import sys
 import time
 import urllib.parse
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (IMF_FIXDATE, Conn, ProtocolError, Server, is_, like, note,  # noqa: E402
-                     ok, random_bytes, run)
+from harness import (IMF_FIXDATE, Conn, ProtocolError, Server, is_, like, note, ok, random_bytes,
+                     run)
 
 FILES = {
     "index.html": b"<!doctype html><title>root</title>\n",

@@ -3,11 +3,8 @@
 # and NULs, and symlinks leading out of the root must never reveal anything
 # outside the root (403 or 404; 400 for bytes the parser refuses).
 import os
-import sys
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Conn, ProtocolError, Server, is_, ok, run  # noqa: E402
+from harness import Conn, ProtocolError, Server, is_, ok, run
 
 SECRET = b"TOPSECRET-outside-the-root"
 FILES = {

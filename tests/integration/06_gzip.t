@@ -6,14 +6,10 @@
 import os
 import socket
 import subprocess
-import sys
 import threading
-import time
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (SLOW, KiB, MiB, Conn, ProtocolError, Server, build_request,  # noqa: E402
-                     diag, gunzip, is_, ok, random_bytes, run, text_bytes)
+from harness import (SLOW, KiB, MiB, Conn, ProtocolError, Server, build_request, diag, gunzip,
+                     in_parallel, is_, ok, poll, random_bytes, request, run, text_bytes)
 
 LIMIT = 2 * MiB
 RANDOM_1M = random_bytes(MiB, 11)
@@ -143,36 +139,19 @@ def test_framing():
 def test_concurrency_and_aborts():
     with Server(args=["--gzip-partition", "4k", "--threads", "2"],
                 name="server for aborts") as srv:
-        results = [None] * 4
-
         def post(i):
-            try:
-                with Conn(srv.port) as conn:
-                    resp = conn.roundtrip("POST", "/gzip", body=RANDOM_1M[i:])
-                results[i] = gunzip(resp.body) == RANDOM_1M[i:]
-            except Exception as e:  # reported below
-                results[i] = e
+            resp = request(srv.port, "POST", "/gzip", body=RANDOM_1M[i:])
+            return gunzip(resp.body) == RANDOM_1M[i:]
 
-        threads = [threading.Thread(target=post, args=(i,)) for i in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        is_(results, [True] * 4, "4 concurrent 1 MiB POST /gzip on 2 threads at 4k")
+        is_(in_parallel(post, 4), [True] * 4, "4 concurrent 1 MiB POST /gzip on 2 threads at 4k")
 
         # Clients that leave with their gzip work queued or running.
         for i in range(10):
             with Conn(srv.port) as conn:
                 raw = build_request("POST", "/gzip", body=RANDOM_1M)
                 conn.send(raw if i % 2 else raw[:len(raw) // 2])
-        deadline = time.monotonic() + 10 * SLOW
-        while time.monotonic() < deadline:
-            st = srv.stats()
-            if st["connections"]["active"] == 1 and st["jobs"]["gzip"]["in_flight"] == 0:
-                break
-            time.sleep(0.05)
-        ok(st["connections"]["active"] == 1 and st["jobs"]["gzip"]["in_flight"] == 0,
-           "aborted uploads leave no connection or gzip job behind", repr(st))
+        ok(poll(srv.settled), "aborted uploads leave no connection or gzip job behind",
+           repr(srv.stats()))
         resp = Conn(srv.port).roundtrip("POST", "/gzip", body=b"still here")
         check_answer(resp, b"still here", "POST /gzip after the aborts")
 

@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
 # GET /stats: JSON with the effective settings, connection and request
-# counters and per-job-class threadpool counters that grow with the work.
+# counters and per-job-class threadpool counters. With the file cache off,
+# known traffic moves every counter by exactly what it costs: a GET one open
+# and one read job per partition, a HEAD or a 404 one open, a gzip slice one
+# gzip job. HEAD /stats is routed like GET: the same head, no body; other
+# methods get 405 with Allow: GET, HEAD.
 import json
-import os
-import sys
+import math
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import KiB, Server, gunzip, is_, ok, random_bytes, run  # noqa: E402
+from harness import (KiB, Server, comparable_headers, exchange, gunzip, is_, ok, random_bytes, run,
+                     split_response, text_bytes)
 
 CLASSES = ("open", "read", "gzip")
 COUNTERS = ("submitted", "completed", "cancelled", "in_flight", "queued_us_total",
             "queued_us_max", "running_us_total", "running_us_max")
-FILES = {"small.txt": b"small", "mid.bin": random_bytes(100 * KiB, 21), "z.txt": b"zz"}
+PARTITION = 4 * KiB
+GZIP_PARTITION = 64 * KiB
+FILES = {"small.txt": b"small", "mid.bin": random_bytes(100 * KiB, 21), "z.txt": b"zz",
+         "text.txt": text_bytes(30 * KiB + 1)}
+BODY = text_bytes(200 * KiB + 1)  # compressible: deflate needs no extra job to finish
 
 
 def is_count(v):
@@ -27,69 +33,102 @@ def check_shape(st, when):
     jobs = st.get("jobs", {})
     for cls in CLASSES:
         c = jobs.get(cls)
-        ok(isinstance(c, dict) and all(is_count(c.get(k)) for k in COUNTERS),
-           "%s: jobs.%s has every counter" % (when, cls), repr(c))
-        if not isinstance(c, dict) or not all(is_count(c.get(k)) for k in COUNTERS):
+        if not ok(isinstance(c, dict) and all(is_count(c.get(k)) for k in COUNTERS),
+                  "%s: jobs.%s has every counter" % (when, cls), repr(c)):
             continue
-        ok(c["completed"] <= c["submitted"], "%s: jobs.%s completed <= submitted" % (when, cls),
-           repr(c))
+        ok(c["completed"] + c["cancelled"] <= c["submitted"],
+           "%s: jobs.%s completed + cancelled <= submitted" % (when, cls), repr(c))
         ok(c["queued_us_max"] <= c["queued_us_total"] and
            c["running_us_max"] <= c["running_us_total"],
            "%s: jobs.%s each max <= its total" % (when, cls), repr(c))
 
 
-def test_counters(srv):
+def test_settings(srv):
     resp = srv.get("/stats")
     is_(resp.status, 200, "GET /stats: 200")
     is_(resp.media_type, "application/json", "GET /stats: application/json")
     try:
-        st0 = json.loads(resp.body)
+        st = json.loads(resp.body)
     except ValueError as e:
         ok(False, "GET /stats: valid JSON", "%s; body %r" % (e, resp.body[:500]))
         return
-    ok(isinstance(st0, dict), "GET /stats: a JSON object")
-    is_(st0.get("threads"), 3, "threads is 3")
-    is_(st0.get("partition"), 4096, "partition 4k is 4096")
-    is_(st0.get("gzip_partition"), 65536, "gzip_partition 64k is 65536")
-    check_shape(st0, "at start")
-    ok(st0.get("connections", {}).get("active", 0) >= 1, "at start: active counts this request")
+    ok(isinstance(st, dict), "GET /stats: a JSON object")
+    is_(st.get("threads"), 3, "threads is 3")
+    is_(st.get("partition"), PARTITION, "partition 4k is 4096")
+    is_(st.get("gzip_partition"), GZIP_PARTITION, "gzip_partition 64k is 65536")
+    is_(st.get("file_cache", {}).get("enabled"), False, "file_cache.enabled is false")
+    check_shape(st, "at start")
+    ok(st.get("connections", {}).get("active", 0) >= 1, "at start: active counts this request")
 
-    nfiles = 0
+
+def test_counters(srv):
+    """Known traffic on one connection, and the exact growth of each counter."""
+    st0 = srv.stats()
+    rounds, reads, requests = 3, 0, 0
     with srv.conn() as conn:
-        for _ in range(3):
+        for _ in range(rounds):
             for name, data in FILES.items():
-                resp = conn.roundtrip("GET", "/" + name)
-                ok(resp.body == data, "GET /%s" % name)
-                nfiles += 1
-        resp = conn.roundtrip("POST", "/gzip", body=FILES["mid.bin"])
-        ok(gunzip(resp.body) == FILES["mid.bin"], "POST /gzip of 100 KiB")
+                is_(conn.roundtrip("GET", "/" + name).body, data, "GET /%s" % name)
+                reads += math.ceil(len(data) / PARTITION)
+                requests += 1
+        is_(conn.roundtrip("HEAD", "/small.txt").status, 200, "HEAD /small.txt")
+        is_(conn.roundtrip("GET", "/missing.txt").status, 404, "GET /missing.txt")
+        gz = conn.roundtrip("GET", "/text.txt", headers={"Accept-Encoding": "gzip"})
+        ok(gunzip(gz.body) == FILES["text.txt"], "GET /text.txt gzip-encoded")
+        resp = conn.roundtrip("POST", "/gzip", body=BODY)
+        ok(gunzip(resp.body) == BODY, "POST /gzip of 200 KiB + 1")
+        requests += 4
     st1 = srv.stats()
     check_shape(st1, "after the work")
 
-    def delta(cls, key):
-        return st1["jobs"][cls][key] - st0["jobs"][cls][key]
+    opens = rounds * len(FILES) + 3  # every GET, the HEAD, the 404, the gzip-encoded GET
+    gzips = math.ceil(len(FILES["text.txt"]) / PARTITION) + math.ceil(len(BODY) / GZIP_PARTITION)
+    for cls, n, what in (
+            ("open", opens, "%d file requests" % opens),
+            ("read", reads, "%d GETs, one per 4k partition (the HEAD, 404 and gzip read none)"
+             % (rounds * len(FILES))),
+            ("gzip", gzips, "8 slices of a 30 KiB file at partition 4k, 4 of a 200 KiB body at"
+             " gzip_partition 64k")):
+        before, after = st0["jobs"][cls], st1["jobs"][cls]
+        delta = {k: after[k] - before[k] for k in ("submitted", "completed", "cancelled")}
+        is_(delta, {"submitted": n, "completed": n, "cancelled": 0},
+            "jobs.%s grew by exactly %d: %s" % (cls, n, what))
+        is_(after["in_flight"], 0, "jobs.%s: none in flight" % cls)
+    # A request counts once its answer is sent: the one that read st0 does too.
+    is_(st1["requests"] - st0["requests"], requests + 1,
+        "requests grew by the %d sent and the /stats before them" % requests)
+    is_(st1["connections"]["accepted"] - st0["connections"]["accepted"], 2,
+        "accepted grew by 2: the work's connection and this /stats one")
+    is_(st1["file_cache"]["hits"], 0, "no file-cache hit with the cache off")
 
-    ok(delta("open", "submitted") >= 1 and delta("open", "completed") >= 1,
-       "open jobs grew after %d GETs" % nfiles, repr(st1["jobs"]["open"]))
-    ok(delta("read", "completed") >= 3 * (100 * KiB // 4096),
-       "read jobs grew by at least 3 x 25 (3 x 100 KiB at 4k)", repr(st1["jobs"]["read"]))
-    ok(delta("gzip", "submitted") >= 1 and delta("gzip", "completed") >= 1,
-       "gzip jobs grew after POST /gzip", repr(st1["jobs"]["gzip"]))
-    ok(st1["requests"] - st0["requests"] >= nfiles + 1,
-       "requests grew by at least %d" % (nfiles + 1), "%r -> %r" % (st0["requests"],
-                                                                   st1["requests"]))
-    ok(st1["connections"]["accepted"] - st0["connections"]["accepted"] >= 2,
-       "accepted connections grew", "%r -> %r" % (st0["connections"], st1["connections"]))
-    ok(st1["jobs"]["read"]["running_us_total"] >= st0["jobs"]["read"]["running_us_total"],
-       "read running time does not decrease")
-    resp = srv.head("/stats")
-    ok(resp.status in (200, 405), "HEAD /stats: 200 or 405", repr(resp))
+
+def test_head_and_methods(srv):
+    get, head = srv.get("/stats"), srv.head("/stats")
+    is_(head.status, 200, "HEAD /stats: 200, as routed (GET and HEAD)")
+    ignore = ("date", "content-length")  # the counters differ between two answers
+    is_(comparable_headers(head, ignore), comparable_headers(get, ignore),
+        "HEAD /stats: the headers of GET /stats")
+    ok(head.header("Content-Length", "").isdigit() and int(head.header("Content-Length")) > 0,
+       "HEAD /stats: the Content-Length of the JSON it leaves out", repr(head.headers))
+    raw = b"HEAD /stats HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+    resp, rest = split_response(*exchange(srv.port, raw))
+    is_((resp.status, rest), (200, b""), "HEAD /stats: not a byte after the head")
+    with srv.conn() as conn:
+        conn.roundtrip("HEAD", "/stats")
+        ok(json.loads(conn.roundtrip("GET", "/stats").body)["requests"] > 0,
+           "a GET after a HEAD on one connection reads the JSON")
+    for method in ("POST", "PUT", "DELETE"):
+        resp = srv.request(method, "/stats")
+        is_((resp.status, resp.header("Allow")), (405, "GET, HEAD"),
+            "%s /stats: 405 with Allow: GET, HEAD" % method)
 
 
 def main():
-    with Server(files=FILES, args=["--threads", "3", "--partition", "4k",
-                                   "--gzip-partition", "64k"]) as srv:
+    with Server(files=FILES, args=["--threads", "3", "--partition", "4k", "--gzip-partition",
+                                   "64k", "--file-cache", "off"]) as srv:
+        test_settings(srv)
         test_counters(srv)
+        test_head_and_methods(srv)
     with Server(files=FILES, args=["--partition", "whole", "--gzip-partition", "whole"],
                 name="whole server") as srv:
         st = srv.stats()

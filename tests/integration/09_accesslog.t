@@ -4,12 +4,9 @@
 import datetime
 import os
 import re
-import sys
 import time
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import SLOW, Server, is_, like, note, ok, run  # noqa: E402
+from harness import Server, is_, like, note, ok, poll, run
 
 CLF_DATE = r"\[\d\d/(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\]"
 PREFIX = r"^127\.0\.0\.1 - - " + CLF_DATE + " "
@@ -59,41 +56,29 @@ def check_lines(text, where):
        % (where, m.group(1) if m else None))
 
 
-def wait_for_lines(path, count, timeout):
-    deadline = time.monotonic() + timeout * SLOW
-    while time.monotonic() < deadline:
-        if len(read(path).splitlines()) >= count:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def main():
     files = {"x.txt": b"hello"}
     with Server(files=files) as srv:
         make_requests(srv)
-        if wait_for_lines(srv.access_log, len(EXPECTED), 3):
+        if poll(lambda: len(read(srv.access_log).splitlines()) >= len(EXPECTED), 3):
             note("access log flushed while running")
             check_lines(read(srv.access_log), "log file, running")
         else:
             note("access log not flushed after 3 s; checking after shutdown")
-            srv.stop(cleanup=False)
+            srv.stop()
             check_lines(read(srv.access_log), "log file, after shutdown")
-            srv.cleanup()
 
     with Server(files=files, args=["--access-log", "-"], name="stdout-log server") as srv:
         make_requests(srv)
-        srv.stop(cleanup=False)  # stdout may be block-buffered until the exit
+        srv.stop()  # stdout may be block-buffered until the exit
         check_lines(srv.stdout(), "stdout")
-        srv.cleanup()
 
     with Server(files=files, args=["--access-log", "off"], name="no-log server") as srv:
         make_requests(srv)
-        srv.stop(cleanup=False)
+        srv.stop()
         is_(os.path.exists(srv.access_log), False, "--access-log off: no log file")
         ok(not re.search(r'"GET /x\.txt', srv.stdout() + srv.stderr()),
            "--access-log off: no CLF line on stdout or stderr")
-        srv.cleanup()
 
 
 run(main)

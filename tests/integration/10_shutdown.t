@@ -2,16 +2,11 @@
 # Shutdown: SIGTERM and SIGINT end the server with status 0 and a clean
 # sanitizer report, idle or with open connections, stalled downloads and
 # threadpool work in flight.
-import os
 import signal
-import sys
 import threading
 import time
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (KiB, MiB, Conn, Server, build_request, is_, ok,  # noqa: E402
-                     random_bytes, run)
+from harness import KiB, MiB, Conn, Server, build_request, is_, ok, random_bytes, run
 
 FILES = {"x.txt": b"hello"}
 

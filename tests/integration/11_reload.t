@@ -6,13 +6,8 @@
 import hashlib
 import os
 import signal
-import sys
-import time
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (KiB, MiB, Conn, Server, is_, like, ok, random_bytes,  # noqa: E402
-                     run)
+from harness import KiB, MiB, Conn, Server, is_, like, ok, poll, random_bytes, run
 
 BIG = random_bytes(8 * MiB + 5, 11)
 
@@ -27,21 +22,11 @@ def rewrite(srv, text):
         f.write(text)
 
 
-def wait_for(what, predicate, timeout=10):
-    """Polls PREDICATE until it holds; returns its last value."""
-    deadline = time.monotonic() + timeout
-    value = predicate()
-    while not value and time.monotonic() < deadline:
-        time.sleep(0.05)
-        value = predicate()
-    return value
-
-
 def hup(srv):
     """Sends SIGHUP and waits for the server's word that it read the file."""
     before = srv.stderr().count("reload")
-    os.kill(srv.pid, signal.SIGHUP)
-    wait_for("reload", lambda: srv.stderr().count("reload") > before)
+    srv.send_signal(signal.SIGHUP)
+    poll(lambda: srv.stderr().count("reload") > before)
 
 
 def main():
@@ -54,7 +39,7 @@ def main():
     # A transfer in progress: its head and a little of its body are read.
     c = Conn(srv.port, rcvbuf=64 * KiB)
     c.request("GET", "/big.bin")
-    status = c.read_head()[1]
+    status = c.read_head().status
     first = c.read_exact(100 * KiB)
 
     rewrite(srv, conf_text(srv, "4k", "threads = 3\nmax_url = 512\n"))
@@ -94,14 +79,13 @@ def main():
     hup(srv)
     ok(os.path.exists(srv.access_log), "the access log is reopened at its path")
     srv.get("/x.txt?after")
-    srv.stop(cleanup=False)  # flushes the log
+    srv.stop()  # flushes the log
     with open(rotated) as f:
         text = f.read()
     like(text, r"GET /x\.txt HTTP", "the rotated file kept the lines from before")
     ok("?after" not in text, "the rotated file gets nothing after the reload")
     with open(srv.access_log) as f:
         like(f.read(), r"/x\.txt\?after", "the request after the reload is in the new file")
-    srv.cleanup()
 
     # Flags win over the file, at a reload as at startup.
     srv = Server(files={"x.txt": b"x"}, args=["--partition", "16k"], name="flag server")

@@ -5,12 +5,8 @@
 # master stops them all, with exit status 0 and no process left behind.
 import os
 import signal
-import sys
-import time
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import KiB, Server, is_, like, ok, run  # noqa: E402
+from harness import KiB, Server, is_, like, ok, poll, run
 
 CONNECTIONS = 400
 
@@ -49,18 +45,11 @@ def survey(srv, want):
     return seen
 
 
-def wait_for(predicate, timeout=10):
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return predicate()
-
-
 def main():
     srv = Server(files={"x.txt": b"x"}, args=["--workers", "2", "--threads", "2"],
                  name="two-worker server")
     srv.start()
-    ok(wait_for(lambda: len(children(srv.pid)) == 2), "the master has two children",
+    ok(poll(lambda: len(children(srv.pid)) == 2), "the master has two children",
        "children %r" % children(srv.pid))
     workers = children(srv.pid)
     seen = survey(srv, {1, 2})
@@ -69,8 +58,8 @@ def main():
 
     victim = seen[1]
     os.kill(victim, signal.SIGKILL)
-    ok(wait_for(lambda: not alive(victim)), "the killed worker is gone")
-    ok(wait_for(lambda: len(children(srv.pid)) == 2 and victim not in children(srv.pid)),
+    ok(poll(lambda: not alive(victim)), "the killed worker is gone")
+    ok(poll(lambda: len(children(srv.pid)) == 2 and victim not in children(srv.pid)),
        "the master forks a replacement", "children %r" % children(srv.pid))
     again = survey(srv, {1, 2})
     ok(again.get(1) not in (None, victim), "worker 1 answers again, from a new pid",
@@ -81,8 +70,8 @@ def main():
 
     with open(srv.conf_path, "a") as f:
         f.write("partition = 16k\n")
-    os.kill(srv.pid, signal.SIGHUP)
-    ok(wait_for(lambda: srv.stderr().count("reloaded the configuration") >= 2),
+    srv.send_signal(signal.SIGHUP)
+    ok(poll(lambda: srv.stderr().count("reloaded the configuration") >= 2),
        "SIGHUP to the master reaches both workers")
     after = {}
     for _ in range(CONNECTIONS):

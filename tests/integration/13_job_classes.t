@@ -3,12 +3,8 @@
 # cost in bytes. An open is only an open; a directory listing is a `list`
 # job; a small file read whole into the cache is a `fill` job; the pieces
 # of a file are `read` jobs of at most `partition` bytes each.
-import os
-import sys
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import KiB, Server, is_, run  # noqa: E402
+from harness import KiB, Server, is_, run
 
 SMALL = b"s" * 3000
 BIG = b"b" * (40 * KiB + 1)

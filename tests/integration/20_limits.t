@@ -4,15 +4,9 @@
 # 413 before any of it is read. Each error closes its connection while a
 # client on another connection is served throughout. Also: the defaults, and
 # the new keys in the configuration file, on the command line and in --help.
-import os
-import sys
-import tempfile
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (KiB, MiB, Server, build_request, gunzip, is_, like, ok,  # noqa: E402
-                     run, run_bin)
-from hostile import exchange, statuses  # noqa: E402
+from harness import (KiB, MiB, Server, build_request, exchange, gunzip, is_, like, ok, run,
+                     run_bin, run_with_conf, statuses)
 
 FILES = {"x.txt": b"hello"}
 LIMITS = {"max_url": "1k", "max_header_size": "2k", "max_headers": "10", "max_body": "64k"}
@@ -104,16 +98,12 @@ def test_defaults(srv):
 
 
 def test_config():
-    tmp = tempfile.mkdtemp(prefix="unclog-limits-")
     for text, line, what in (("max_url = 100\n", 1, "max_url"),
                              ("\nheader_timeout = 10x\n", 2, "header_timeout"),
                              ("send_timeout = 0\n", 1, "send_timeout"),
                              ("keepalive_timeout = 2h\n", 1, "keepalive_timeout"),
                              ("max_connections = -1\n", 1, "max_connections")):
-        conf = os.path.join(tmp, "bad.conf")
-        with open(conf, "w") as f:
-            f.write(text)
-        status, _, err = run_bin(["-c", conf, "--listen", "127.0.0.1:0", "--access-log", "off"])
+        status, _, err, _ = run_with_conf(text)
         is_(status, 2, "%r: exit status 2" % text.strip())
         like(err, r"bad\.conf:%d: %s" % (line, what), "%r: FILE:LINE: message" % text.strip())
     status, _, err = run_bin(["--body-timeout", "1.5s"])

@@ -8,13 +8,8 @@
 # spaces in field names, RTSP/ICE protocols, targets neither origin- nor
 # absolute-form). Each case is also sent one byte per write. Valid framing
 # that looks odd must still work.
-import os
-import sys
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Conn, Server, gunzip, is_, ok, run  # noqa: E402
-from hostile import exchange, statuses  # noqa: E402
+from harness import Conn, Server, exchange, gunzip, is_, ok, run, statuses
 
 FILES = {"x.txt": b"hello", "smuggled.txt": b"SMUGGLED"}
 SMUGGLED = b"GET /smuggled.txt HTTP/1.1\r\nHost: a\r\n\r\n"

@@ -6,16 +6,10 @@
 # reading its response is dropped at send_timeout and its fd released, while
 # a slow reader that keeps reading is served in full. Times are small here;
 # the checks are hang guards, never thresholds.
-import os
-import socket
-import sys
 import time
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (SLOW, KiB, MiB, Conn, Server, build_request, is_, ok,  # noqa: E402
-                     run)
-from hostile import exchange, poll, read_to_end, statuses  # noqa: E402
+from harness import (SLOW, KiB, MiB, Conn, Server, build_request, exchange, is_, ok, poll, run,
+                     statuses)
 
 CONF = {"header_timeout": "600ms", "body_timeout": "600ms", "keepalive_timeout": "400ms",
         "send_timeout": "1s"}
@@ -29,24 +23,16 @@ def trickle(port, raw, gap):
     closes. Returns (bytes sent, everything received, how it ended)."""
     with Conn(port) as c:
         sent = 0
-        c.sock.settimeout(gap)
         try:
             while sent < len(raw):
-                c.sock.sendall(raw[sent:sent + 1])
+                c.send(raw[sent:sent + 1])
                 sent += 1
-                try:
-                    first = c.sock.recv(65536)
+                if c.wait_closed(gap) != "open":
                     break
-                except socket.timeout:
-                    continue
-            else:
-                first = b""
         except OSError:
-            first = b""
-        c.sock.settimeout(10 * SLOW)
-        data = bytearray(first)
-        end = read_to_end(c.sock, data)
-        return sent, bytes(data), end
+            pass
+        data, end = c.read_to_end()
+        return sent, data, end
 
 
 def test_header_timeout(srv):
@@ -102,15 +88,7 @@ def test_send_timeout(srv):
        repr(srv.stats()["connections"]))
     fds = poll(lambda: srv.fd_count() <= base_fds, 10)
     ok(fds, "its socket and file are closed", "fds %d, baseline %d" % (srv.fd_count(), base_fds))
-    got = 0
-    try:
-        while True:
-            chunk = stalled.sock.recv(MiB)
-            if not chunk:
-                break
-            got += len(chunk)
-    except OSError:
-        pass
+    got = len(stalled.read_to_end()[0])
     stalled.close()
     ok(got < BIG, "it got part of the file, not all of it", "got %d bytes" % got)
 

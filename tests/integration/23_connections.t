@@ -6,16 +6,12 @@
 # spin nor wedge; it pauses accepting, keeps serving what it has, and once
 # fds are free it accepts the connections that waited.
 import json
-import os
 import select
 import shutil
-import sys
 import time
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import SLOW, Conn, Server, build_request, diag, is_, like, ok, run, skip_test  # noqa: E402,E501
-from hostile import WrappedServer, cpu_seconds, exchange, poll, statuses  # noqa: E402
+from harness import (SLOW, Conn, Server, build_request, cpu_seconds, diag, exchange, is_, like, ok,
+                     poll, run, skip_test, statuses)
 
 FILES = {"x.txt": b"hello"}
 PATIENT = {"keepalive_timeout": "60s", "header_timeout": "60s"}
@@ -66,8 +62,8 @@ def test_emfile():
     if shutil.which("prlimit") is None:
         skip_test("EMFILE", "prlimit is not installed")
         return
-    srv = WrappedServer(["prlimit", "--nofile=40:40", "--"], files=FILES,
-                        conf=dict(PATIENT, max_connections=1000, threads=1), name="40-fd server")
+    srv = Server(files=FILES, conf=dict(PATIENT, max_connections=1000, threads=1),
+                 wrapper=["prlimit", "--nofile=40:40", "--"], name="40-fd server")
     with srv:
         conns = [Conn(srv.port) for _ in range(60)]
         for c in conns:

@@ -7,12 +7,8 @@
 # file changes.
 import email.utils
 import os
-import sys
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (ETAG_RE, IMF_FIXDATE, KiB, Server, is_, like, ok,  # noqa: E402
-                     random_bytes, run, text_bytes)
+from harness import ETAG_RE, IMF_FIXDATE, KiB, Server, is_, like, ok, random_bytes, run, text_bytes
 
 FILES = {
     "a.txt": text_bytes(5 * KiB),

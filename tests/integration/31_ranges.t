@@ -9,14 +9,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (SLOW, KiB, MiB, ProtocolError, Server, comparable_headers,  # noqa: E402
-                     exchange, is_, like, ok, parse_byteranges, random_bytes, run,
-                     skip_test, split_response, text_bytes)
+from harness import (SLOW, KiB, MiB, ProtocolError, Server, comparable_headers, exchange, is_,
+                     like, ok, parse_byteranges, random_bytes, run, skip_test, split_response,
+                     text_bytes)
 
 SIZE = 100000
 DATA = random_bytes(SIZE, 40)
@@ -232,10 +229,9 @@ def test_head(srv):
                  for k, v in comparable_headers(head)]
             is_(h, g, "HEAD Range: %s: the same headers as GET" % spec)
     # Nothing follows the head of a HEAD 206.
-    raw = exchange(srv.port, b"HEAD /data.bin HTTP/1.1\r\nHost: a\r\nRange: bytes=0-9\r\n"
-                   b"Connection: close\r\n\r\n")
-    status, _, rest = split_response(raw)
-    is_((status, rest), (206, b""), "HEAD with Range: no body bytes")
+    head, rest = split_response(*exchange(srv.port, b"HEAD /data.bin HTTP/1.1\r\nHost: a\r\n"
+                                          b"Range: bytes=0-9\r\nConnection: close\r\n\r\n"))
+    is_((head.status, rest), (206, b""), "HEAD with Range: no body bytes")
 
 
 def run_tool(cmd, cwd, desc):
@@ -249,6 +245,28 @@ def run_tool(cmd, cwd, desc):
     return out
 
 
+def interrupted(tmp, name, size):
+    """A download in tmp/name stopped after size bytes of BIG. Returns its path."""
+    path = os.path.join(tmp, name)
+    with open(path, "wb") as f:
+        f.write(BIG[:size])
+    return path
+
+
+def same_as_big(path):
+    with open(path, "rb") as f:
+        return f.read() == BIG
+
+
+def curl_resume(out, url, tmp, desc):
+    """curl -C - into out, which holds the file's first part: the server
+    must answer 206 and out must end up the identical file."""
+    got = run_tool(["curl", "-sS", "-f", "-w", "status %{http_code}", "-C", "-", "-o", out, url],
+                   tmp, desc)
+    is_(got, "status 206", "%s: the server answered 206" % desc)
+    ok(same_as_big(out), "%s: the identical file" % desc)
+
+
 def test_resume(srv):
     """A download interrupted halfway and resumed gives the identical file."""
     srv.write_file("dl.bin", BIG)
@@ -259,42 +277,27 @@ def test_resume(srv):
         if shutil.which("curl") is None:
             skip_test("curl -C - resumes a download", "curl is not installed")
         else:
-            out = os.path.join(tmp, "curl.bin")
-            with open(out, "wb") as f:
-                f.write(BIG[:half])
-            got = run_tool(["curl", "-sS", "-f", "-w", "status %{http_code}", "-C", "-", "-o",
-                            out, url], tmp, "curl -C -")
-            is_(got, "status 206", "curl -C -: the server answered 206")
-            with open(out, "rb") as f:
-                ok(f.read() == BIG, "curl -C - after the first half: the identical file")
-
+            curl_resume(interrupted(tmp, "curl.bin", half), url, tmp,
+                        "curl -C - after the first half")
             # First half with curl -r, then resume into the same file.
             out = os.path.join(tmp, "curl2.bin")
             run_tool(["curl", "-sS", "-f", "-r", "0-%d" % (half - 1), "-o", out, url], tmp,
                      "curl -r 0-%d" % (half - 1))
             is_(os.path.getsize(out), half, "curl -r 0-%d: the first part" % (half - 1))
-            got = run_tool(["curl", "-sS", "-f", "-w", "status %{http_code}", "-C", "-", "-o",
-                            out, url], tmp, "curl -C - after curl -r")
-            is_(got, "status 206", "curl -C - after curl -r: the server answered 206")
-            with open(out, "rb") as f:
-                ok(f.read() == BIG, "curl -r then curl -C -: the identical file")
+            curl_resume(out, url, tmp, "curl -C - after curl -r")
 
         if shutil.which("wget") is None:
             skip_test("wget -c resumes a download", "wget is not installed")
         else:
-            out = os.path.join(tmp, "dl.bin")
-            with open(out, "wb") as f:
-                f.write(BIG[:half])
+            out = interrupted(tmp, "dl.bin", half)
             got = run_tool(["wget", "-nv", "-S", "-c", url], tmp, "wget -c")
             like(got, r"HTTP/1\.1 206", "wget -c: the server answered 206")
             like(got, r"(?i)Content-Range: bytes %d-%d/%d" % (half, len(BIG) - 1, len(BIG)),
                  "wget -c: for the second half")
-            with open(out, "rb") as f:
-                ok(f.read() == BIG, "wget -c after the first half: the identical file")
+            ok(same_as_big(out), "wget -c after the first half: the identical file")
             got = run_tool(["wget", "-nv", "-S", "-c", url], tmp, "wget -c of a complete file")
             like(got, r"HTTP/1\.1 416", "wget -c of a complete file: the server answered 416")
-            with open(out, "rb") as f:
-                ok(f.read() == BIG, "wget -c of a complete file: unchanged")
+            ok(same_as_big(out), "wget -c of a complete file: unchanged")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -8,12 +8,9 @@ import html
 import html.parser
 import os
 import re
-import sys
 import urllib.parse
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Server, comparable_headers, is_, like, ok, run)  # noqa: E402
+from harness import Server, comparable_headers, is_, like, ok, run
 
 INDEX = b"<!doctype html><title>dir</title><p>the index</p>\n"
 FILES = {

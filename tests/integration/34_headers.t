@@ -4,13 +4,9 @@
 # exactly the headers GET would (identity, gzip, ranges, 304, 416, errors,
 # redirects); Content-Length always equals the bytes sent; a 304 (and a
 # HEAD) never carries a body, so pipelined responses after it parse.
-import os
-import sys
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (KiB, Server, build_request, comparable_headers, exchange,  # noqa: E402
-                     is_, like, ok, random_bytes, run, split_response, text_bytes)
+from harness import (KiB, Server, build_request, comparable_headers, exchange, is_, like, ok,
+                     random_bytes, run, split_response, text_bytes)
 
 FILES = {
     "index.html": b"<!doctype html><title>i</title>\n",
@@ -129,10 +125,9 @@ def test_head_like_get(srv):
 
 def exact(srv, method, target, headers=None):
     """One request with Connection: close, read to EOF: (status, headers, body)."""
-    hdrs = dict(headers or {}, Connection="close")
-    status, head, rest = split_response(exchange(srv.port, build_request(method, target,
-                                                                         headers=hdrs)))
-    return status, {k.lower(): v for k, v in head}, rest
+    head, rest = split_response(*exchange(srv.port, build_request(
+        method, target, headers=dict(headers or {}, Connection="close"))))
+    return head.status, {k.lower(): v for k, v in head.headers}, rest
 
 
 def test_content_length(srv):

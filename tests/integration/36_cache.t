@@ -4,11 +4,8 @@
 # rename over it, delete, hard link) is seen by the very next request,
 # because every lookup first drains the server's inotify queue.
 import os
-import sys
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import KiB, Server, is_, ok, run, text_bytes  # noqa: E402
+from harness import KiB, Server, is_, ok, run, text_bytes
 
 
 def cache_stats(srv):

@@ -12,12 +12,9 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 
-sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import REPO, is_, like, note, ok, run, run_bin, skip_test  # noqa: E402
+from harness import REPO, is_, like, note, ok, run, run_bin, skip_test
 
 PREFIX = "/usr/local"
 BINDIR = PREFIX + "/bin"
