@@ -63,6 +63,7 @@ static int parts_fill(struct pump_source *src, char *buf, size_t cap, size_t *le
         n += k;
     }
     *len = n;
+    src->remaining -= n;
     *eof = p->part > p->count;
     if (*eof && p->fd >= 0) {
         close(p->fd);
@@ -82,7 +83,7 @@ static void parts_release(struct pump_source *src)
 static const struct pump_source_ops parts_ops = {parts_fill, parts_release};
 
 struct pump_source *byteranges_source(int fd, uint64_t size, const struct range *ranges, int count,
-                                      const char *type, size_t partition, uint64_t *length,
+                                      const char *type, struct pump_pieces pieces, uint64_t *length,
                                       char boundary[BYTERANGES_BOUNDARY_LEN])
 {
     struct parts *p = calloc(1, sizeof *p);
@@ -114,8 +115,8 @@ struct pump_source *byteranges_source(int fd, uint64_t size, const struct range 
     p->fd = fd;
     p->count = count;
     p->pos = ranges[0].first;
-    p->base = (struct pump_source){
-        .ops = &parts_ops, .cls = GATEWAY_READ, .buf_size = pump_piece(partition, total)};
+    p->base = (struct pump_source){.ops = &parts_ops, .cls = GATEWAY_READ};
+    pump_source_cut(&p->base, pieces, total);
     *length = total;
     return &p->base;
 }

@@ -129,6 +129,8 @@ static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *
         return -EIO;
     *len = cap - z->avail_out;
     *eof = rc == Z_STREAM_END;
+    /* Input bytes not deflated yet: what the response still costs. */
+    src->remaining = z->avail_in + (d->from_file ? d->file_left : d->body.len - d->slice_end);
     return 0;
 }
 
@@ -175,6 +177,7 @@ static int gzip_on_request(struct conn *c, const struct request *req)
         return 503;
     conn_take_state(c);
     d->body = *b;
+    d->base.remaining = b->len;
     free(b);
     conn_head_start(c, 200);
     conn_head_add(c, "Content-Type: application/gzip\r\n");
@@ -196,6 +199,7 @@ struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition)
     d->from_file = true;
     d->fd = fd;
     d->file_left = size;
+    d->base.remaining = size;
     d->last_slice = size == 0;
     return &d->base;
 }

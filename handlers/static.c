@@ -312,9 +312,15 @@ static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bo
         conn_head_add(c, "Cache-Control: %s\r\n", cfg->cache_control);
 }
 
+/* How files are cut for the pool now: `partition`, read at each response. */
+static struct pump_pieces file_pieces(const struct config *cfg)
+{
+    return pump_pieces(cfg->partition, cfg->partition_min, cfg->partition_max);
+}
+
 static void send_ranges(struct conn *c, struct file *f, const char *type, struct range *r, int n)
 {
-    size_t partition = conn_server(c)->cfg->partition;
+    struct pump_pieces pieces = file_pieces(conn_server(c)->cfg);
     uint64_t size = (uint64_t)f->st.st_size;
     int fd = f->fd;
     f->fd = -1; /* the source takes it */
@@ -323,7 +329,7 @@ static void send_ranges(struct conn *c, struct file *f, const char *type, struct
                       (unsigned long long)r->first, (unsigned long long)r->last,
                       (unsigned long long)size);
         uint64_t len = r->last - r->first + 1;
-        struct pump_source *src = pump_file_source(fd, r->first, len, partition);
+        struct pump_source *src = pump_file_source(fd, r->first, len, pieces);
         if (src == NULL)
             conn_send_error(c, 500, NULL);
         else
@@ -332,7 +338,7 @@ static void send_ranges(struct conn *c, struct file *f, const char *type, struct
     }
     char boundary[BYTERANGES_BOUNDARY_LEN];
     uint64_t len;
-    struct pump_source *src = byteranges_source(fd, size, r, n, type, partition, &len, boundary);
+    struct pump_source *src = byteranges_source(fd, size, r, n, type, pieces, &len, boundary);
     if (src == NULL) {
         conn_send_error(c, 500, NULL);
         return;
@@ -345,7 +351,7 @@ static void send_ranges(struct conn *c, struct file *f, const char *type, struct
  * the source, so that conn_send_source writes exactly the head GET would). */
 static void send_body(struct conn *c, struct file *f, const struct rep *rep)
 {
-    size_t partition = conn_server(c)->cfg->partition;
+    struct pump_pieces pieces = file_pieces(conn_server(c)->cfg);
     uint64_t size = (uint64_t)rep->st->st_size;
     struct pump_source *src;
     if (f->body != NULL && !rep->gzip_static && !rep->gzip_fly) {
@@ -358,10 +364,10 @@ static void send_body(struct conn *c, struct file *f, const struct rep *rep)
         return;
     }
     if (rep->gzip_fly) {
-        src = gzip_file_source(rep->fd, size, partition);
+        src = gzip_file_source(rep->fd, size, pieces.size);
         f->fd = -1;
     } else {
-        src = pump_file_source(rep->fd, 0, size, partition);
+        src = pump_file_source(rep->fd, 0, size, pieces);
         if (rep->gzip_static)
             f->gz_fd = -1;
         else
@@ -459,9 +465,10 @@ static bool next_stage(struct open_job *j, struct server *srv)
         return false;
     bool list = stage == STAGE_LIST;
     /* A directory's own size grows with its entries: the listing's cost. */
-    int rc =
-        gateway_submit(srv->loop, &j->job, list ? GATEWAY_LIST : GATEWAY_FILL,
-                       (uint64_t)j->f.st.st_size, list ? list_work : fill_work, open_after_work);
+    uint64_t size = (uint64_t)j->f.st.st_size;
+    struct gateway_cost cost = {.bytes = size, .remaining = size, .flow = conn_flow(j->conn)};
+    int rc = gateway_submit(&srv->gateway, &j->job, list ? GATEWAY_LIST : GATEWAY_FILL, cost,
+                            list ? list_work : fill_work, open_after_work);
     if (rc < 0 && list)
         j->err = -EMFILE; /* 503 */
     return rc == 0;
@@ -553,7 +560,8 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->redirect = false;
     j->listing = NULL;
     j->stage = STAGE_NONE;
-    rc = gateway_submit(srv->loop, &j->job, GATEWAY_OPEN, 0, open_work, open_after_work);
+    struct gateway_cost cost = {.bytes = 0, .remaining = 0, .flow = conn_flow(c)};
+    rc = gateway_submit(&srv->gateway, &j->job, GATEWAY_OPEN, cost, open_work, open_after_work);
     if (rc < 0) {
         free(j);
         return 503;

@@ -11,8 +11,8 @@
 
 static void put_size(struct buf *o, const char *key, size_t size)
 {
-    if (size == CONFIG_WHOLE)
-        buf_printf(o, "\"%s\":\"whole\",", key);
+    if (size == CONFIG_WHOLE || size == CONFIG_AUTO_SIZE)
+        buf_printf(o, "\"%s\":\"%s\",", key, size == CONFIG_WHOLE ? "whole" : "auto");
     else
         buf_printf(o, "\"%s\":%zu,", key, size);
 }
@@ -25,6 +25,8 @@ static int stats_on_request(struct conn *c, const struct request *req)
     buf_printf(&o, "{\"version\":\"" UNCLOG_VERSION "\",\"worker\":%u,\"pid\":%ld,\"threads\":%u,",
                srv->worker, (long)getpid(), srv->cfg->threads);
     put_size(&o, "partition", srv->cfg->partition);
+    put_size(&o, "partition_min", srv->cfg->partition_min);
+    put_size(&o, "partition_max", srv->cfg->partition_max);
     put_size(&o, "gzip_partition", srv->cfg->gzip_partition);
     buf_printf(&o, "\"uptime_ms\":%" PRIu64 ",", uv_now(srv->loop) - srv->started_ms);
     buf_printf(&o,
@@ -35,17 +37,37 @@ static int stats_on_request(struct conn *c, const struct request *req)
         if (srv->modules[i]->stats != NULL)
             srv->modules[i]->stats(srv, srv->module_state[i], &o);
     }
+    const struct sched *sc = &srv->gateway.sched;
+    buf_printf(&o,
+               "\"scheduler\":{\"mode\":\"%s\",\"running\":%u,\"running_bulk\":%u,"
+               "\"waiting_short\":%zu,\"waiting_bulk\":%zu,\"short_started\":%" PRIu64
+               ",\"bulk_started\":%" PRIu64 ",\"bulk_over_short\":%" PRIu64
+               ",\"streak_breaks\":%" PRIu64 "},",
+               sc->mode == SCHED_MODE_FAIR ? "fair" : "fifo", sc->running, sc->running_bulk,
+               sc->waiting_short, sc->waiting_bulk, sc->counters.short_started,
+               sc->counters.bulk_started, sc->counters.bulk_over_short, sc->counters.streak_breaks);
     buf_printf(&o, "\"requests\":%" PRIu64 ",\"jobs\":{", srv->requests);
+    uint64_t now = uv_now(srv->loop);
     for (int i = 0; i < GATEWAY_NCLASSES; i++) {
-        const struct gateway_class_stats *s = gateway_stats(i);
+        const struct gateway_class_stats *s = &srv->gateway.stats[i];
+        struct hist_summary q, r;
+        hist_summary(&s->queued, now, &q);
+        hist_summary(&s->running, now, &r);
         buf_printf(&o,
                    "%s\"%s\":{\"submitted\":%" PRIu64 ",\"completed\":%" PRIu64
                    ",\"cancelled\":%" PRIu64 ",\"in_flight\":%" PRIu64 ",\"cost_bytes\":%" PRIu64
                    ",\"queued_us_total\":%" PRIu64 ",\"queued_us_max\":%" PRIu64
-                   ",\"running_us_total\":%" PRIu64 ",\"running_us_max\":%" PRIu64 "}",
+                   ",\"running_us_total\":%" PRIu64 ",\"running_us_max\":%" PRIu64,
                    i ? "," : "", gateway_class_name(i), s->submitted, s->completed, s->cancelled,
                    s->submitted - s->completed - s->cancelled, s->cost_total, s->queued_us_total,
                    s->queued_us_max, s->running_us_total, s->running_us_max);
+        /* The recent window (about 2 s): what a dashboard shows. */
+        buf_printf(&o,
+                   ",\"recent\":{\"jobs\":%" PRIu64 ",\"queued_us_p50\":%" PRIu64
+                   ",\"queued_us_p99\":%" PRIu64 ",\"queued_us_max\":%" PRIu64
+                   ",\"running_us_p50\":%" PRIu64 ",\"running_us_p99\":%" PRIu64
+                   ",\"running_us_max\":%" PRIu64 "}}",
+                   q.count, q.p50, q.p99, q.max, r.p50, r.p99, r.max);
     }
     buf_printf(&o, "}}\n");
     conn_head_start(c, 200);

@@ -16,6 +16,7 @@ enum key_type {
     KEY_UINT_AUTO,
     KEY_SIZE,
     KEY_PARTITION,
+    KEY_PARTITION_AUTO,
     KEY_BOOL,
     KEY_MS,
     KEY_CHOICE
@@ -42,8 +43,15 @@ static const struct key keys[] = {
     {"threads", KEY_UINT, FIELD(threads), 1, 1024, "4", "N", "libuv threadpool size per worker"},
     {"workers", KEY_UINT_AUTO, FIELD(workers), 1, 1024, "1", "N|auto",
      "server processes sharing the port; auto: one per online CPU"},
-    {"partition", KEY_PARTITION, FIELD(partition), 1, GIB, "64k", "SIZE|whole",
-     "bytes per threadpool read of a file"},
+    {"partition", KEY_PARTITION_AUTO, FIELD(partition), 1, GIB, "auto", "SIZE|whole|auto",
+     "bytes per threadpool read of a file; auto: partition_max while no short work waits, "
+     "partition_min when some does"},
+    {"partition_min", KEY_SIZE, FIELD(partition_min), 1, GIB, "64k", "SIZE",
+     "piece size of partition = auto while short work waits"},
+    {"partition_max", KEY_SIZE, FIELD(partition_max), 1, GIB, "4m", "SIZE",
+     "piece size of partition = auto while no short work waits"},
+    {"scheduler", KEY_CHOICE, FIELD(scheduler), 0, 0, "fair", "fifo|fair",
+     "order of threadpool jobs: fifo (arrival) or fair (short work first, bulk shared)"},
     {"gzip_partition", KEY_PARTITION, FIELD(gzip_partition), 1, GIB, "64k", "SIZE|whole",
      "input bytes deflated per threadpool job"},
     {"gzip_max_body", KEY_SIZE, FIELD(gzip_max_body), 1, GIB, "16m", "SIZE",
@@ -161,6 +169,8 @@ void config_format_size(size_t size, char *buf, size_t len)
 {
     if (size == CONFIG_WHOLE)
         snprintf(buf, len, "whole");
+    else if (size == CONFIG_AUTO_SIZE)
+        snprintf(buf, len, "auto");
     else if (size >= MIB && size % MIB == 0)
         snprintf(buf, len, "%zum", size >> 20);
     else if (size >= 1024 && size % 1024 == 0)
@@ -254,12 +264,20 @@ static int set_key(struct config *cfg, const struct key *k, const char *text,
         return 0;
     case KEY_SIZE:
     case KEY_PARTITION:
-        rc = config_parse_size(text, k->type == KEY_PARTITION, &size);
+    case KEY_PARTITION_AUTO:
+        if (k->type == KEY_PARTITION_AUTO && strcmp(text, "auto") == 0) {
+            *(size_t *)(void *)field = CONFIG_AUTO_SIZE;
+            return 0;
+        }
+        rc = config_parse_size(text, k->type != KEY_SIZE, &size);
         if (rc == 0 && size != CONFIG_WHOLE && (size < k->min || size > k->max))
             rc = -ERANGE;
         if (rc != 0) {
             fail(err, "%s: '%s' is not a size from %llu to %llum (k and m suffixes%s)", k->name,
-                 text, k->min, k->max >> 20, k->type == KEY_PARTITION ? ", or whole" : "");
+                 text, k->min, k->max >> 20,
+                 k->type == KEY_PARTITION        ? ", or whole"
+                 : k->type == KEY_PARTITION_AUTO ? ", whole or auto"
+                                                 : "");
             return -1;
         }
         *(size_t *)(void *)field = size;

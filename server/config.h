@@ -9,6 +9,8 @@
 
 /* A partition of CONFIG_WHOLE means one threadpool job for the whole file or body. */
 #define CONFIG_WHOLE SIZE_MAX
+/* partition = auto: pieces between partition_min and partition_max. */
+#define CONFIG_AUTO_SIZE (SIZE_MAX - 1)
 
 /* workers = auto: one per online CPU, resolved when the server starts. */
 #define CONFIG_AUTO 0u
@@ -24,8 +26,11 @@ struct config {
     char listen[128];
     char root[PATH_MAX];
     unsigned threads;
-    unsigned workers; /* processes; CONFIG_AUTO: one per CPU */
-    size_t partition;
+    unsigned workers;     /* processes; CONFIG_AUTO: one per CPU */
+    size_t partition;     /* or CONFIG_WHOLE, or CONFIG_AUTO_SIZE */
+    size_t partition_min; /* auto: pieces while short work waits */
+    size_t partition_max; /* auto: pieces while none does */
+    unsigned scheduler;   /* enum sched_mode: fifo, fair */
     size_t gzip_partition;
     size_t gzip_max_body;
     char access_log[PATH_MAX];

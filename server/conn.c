@@ -16,6 +16,20 @@ struct server *conn_server(struct conn *c)
     return c->srv;
 }
 
+uint64_t conn_flow(const struct conn *c)
+{
+    return c->flow;
+}
+
+/* FNV-1a of the peer's address: the same client, the same flow. */
+static uint64_t hash_peer(const char *peer)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (const unsigned char *p = (const unsigned char *)peer; *p != '\0'; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h;
+}
+
 const struct request *conn_request(const struct conn *c)
 {
     return &c->req;
@@ -272,7 +286,7 @@ int conn_accept(struct server *srv, int fd)
     srv->conns = c;
     c->pprev = &srv->conns;
     srv->active++;
-    pump_init(&c->pump, (uv_stream_t *)&c->tcp, conn__on_pump_done);
+    pump_init(&c->pump, (uv_stream_t *)&c->tcp, &srv->gateway, 0, conn__on_pump_done);
     /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
     llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
     strict_lines_init(&c->lines);
@@ -295,6 +309,7 @@ int conn_accept(struct server *srv, int fd)
         else
             uv_ip4_name((struct sockaddr_in *)&addr, c->peer, sizeof c->peer);
     }
+    c->flow = c->pump.flow = hash_peer(c->peer);
     conn__start_reading(c);
     return 0;
 }

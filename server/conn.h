@@ -60,6 +60,8 @@ void *conn_state(struct conn *c);
 void *conn_take_state(struct conn *c);
 
 struct server *conn_server(struct conn *c);
+/* The client (its address, hashed): whose share of the pool C's work uses. */
+uint64_t conn_flow(const struct conn *c);
 const struct request *conn_request(const struct conn *c);
 
 /* Keeps C alive across threadpool work the handler started; every hold is

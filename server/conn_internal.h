@@ -102,6 +102,7 @@ struct conn {
     unsigned holds;
     bool closing, closed;
     char peer[64];
+    uint64_t flow; /* the peer's address, hashed */
 
     /* The big buffers come last: conn_accept zeroes everything before them. */
     char values[VALUES_MAX];

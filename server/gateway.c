@@ -1,10 +1,9 @@
 #include "server/gateway.h"
 
-#include "server/util.h"
 #include <stddef.h>
+#include <stdlib.h>
 
-/* Stats counters: written only on the loop thread. */
-static struct gateway_class_stats stats[GATEWAY_NCLASSES];
+#include "server/util.h"
 
 static const char *const class_names[GATEWAY_NCLASSES] = {"open", "read", "gzip", "list", "fill"};
 
@@ -16,50 +15,133 @@ static void gateway_on_work(uv_work_t *req)
     job->finished_ns = uv_hrtime();
 }
 
+static void count(struct gateway *gw, struct gateway_job *job, int status)
+{
+    struct gateway_class_stats *s = &gw->stats[job->cls];
+    if (status == UV_ECANCELED) {
+        s->cancelled++;
+        return;
+    }
+    uint64_t queued = (job->started_ns - job->submitted_ns) / 1000;
+    uint64_t running = (job->finished_ns - job->started_ns) / 1000;
+    uint64_t now = uv_now(gw->loop);
+    s->completed++;
+    s->cost_total += job->item.cost;
+    s->queued_us_total += queued;
+    s->running_us_total += running;
+    if (queued > s->queued_us_max)
+        s->queued_us_max = queued;
+    if (running > s->running_us_max)
+        s->running_us_max = running;
+    hist_add(&s->queued, now, queued);
+    hist_add(&s->running, now, running);
+}
+
+static void dispatch(struct gateway *gw);
+
 static void gateway_on_after_work(uv_work_t *req, int status)
 {
     struct gateway_job *job = container_of(req, struct gateway_job, req);
-    struct gateway_class_stats *s = &stats[job->cls];
-    if (status == UV_ECANCELED) {
-        s->cancelled++;
-    } else {
-        uint64_t queued = (job->started_ns - job->submitted_ns) / 1000;
-        uint64_t running = (job->finished_ns - job->started_ns) / 1000;
-        s->completed++;
-        s->cost_total += job->cost;
-        s->queued_us_total += queued;
-        s->running_us_total += running;
-        if (queued > s->queued_us_max)
-            s->queued_us_max = queued;
-        if (running > s->running_us_max)
-            s->running_us_max = running;
-    }
+    struct gateway *gw = job->gateway;
+    job->in_libuv = false;
+    sched_done(&gw->sched, &job->item);
+    count(gw, job, status);
     job->done(job, status);
+    dispatch(gw);
 }
 
-int gateway_submit(uv_loop_t *loop, struct gateway_job *job, enum gateway_class cls, uint64_t cost,
-                   gateway_work_fn work, gateway_done_fn done)
+/* Hands libuv what the policy lets start: at most `threads` jobs are ever
+ * inside libuv, so its FIFO never has a choice to make. */
+static void dispatch(struct gateway *gw)
 {
+    struct sched_item *item;
+    while ((item = sched_next(&gw->sched)) != NULL) {
+        struct gateway_job *job = container_of(item, struct gateway_job, item);
+        job->in_libuv = true;
+        /* uv_queue_work fails only for a NULL work callback. */
+        if (uv_queue_work(gw->loop, &job->req, gateway_on_work, gateway_on_after_work) < 0)
+            abort();
+    }
+}
+
+static void gateway_on_cancel_timer(uv_timer_t *timer)
+{
+    struct gateway *gw = container_of(timer, struct gateway, cancel_timer);
+    uv_unref((uv_handle_t *)timer); /* a cancel below arms and refs it again */
+    /* Done callbacks may cancel more: take the list as it is now. */
+    struct gateway_job *job = gw->cancelled;
+    gw->cancelled = NULL;
+    while (job != NULL) {
+        struct gateway_job *next = job->next_cancelled;
+        count(gw, job, UV_ECANCELED);
+        job->done(job, UV_ECANCELED);
+        job = next;
+    }
+}
+
+void gateway_init(struct gateway *gw, uv_loop_t *loop, enum sched_mode mode, unsigned threads)
+{
+    *gw = (struct gateway){.loop = loop};
+    sched_init(&gw->sched, mode, threads);
+    uv_timer_init(loop, &gw->cancel_timer); /* cannot fail */
+    uv_unref((uv_handle_t *)&gw->cancel_timer);
+}
+
+void gateway_close(struct gateway *gw)
+{
+    if (gw->closing)
+        return;
+    gw->closing = true;
+    uv_close((uv_handle_t *)&gw->cancel_timer, NULL);
+}
+
+void gateway_set_mode(struct gateway *gw, enum sched_mode mode)
+{
+    sched_set_mode(&gw->sched, mode);
+    dispatch(gw);
+}
+
+int gateway_submit(struct gateway *gw, struct gateway_job *job, enum gateway_class cls,
+                   struct gateway_cost cost, gateway_work_fn work, gateway_done_fn done)
+{
+    if (gw->closing)
+        return UV_ECANCELED;
+    job->gateway = gw;
     job->cls = cls;
-    job->cost = cost;
     job->work = work;
     job->done = done;
+    job->item.cost = cost.bytes;
+    job->item.remaining = cost.remaining;
+    job->item.flow_id = cost.flow;
+    job->in_libuv = false;
     job->submitted_ns = uv_hrtime();
     job->started_ns = job->finished_ns = job->submitted_ns;
-    int rc = uv_queue_work(loop, &job->req, gateway_on_work, gateway_on_after_work);
-    if (rc == 0)
-        stats[cls].submitted++;
-    return rc;
+    gw->stats[cls].submitted++;
+    sched_push(&gw->sched, &job->item);
+    dispatch(gw);
+    return 0;
 }
 
 int gateway_cancel(struct gateway_job *job)
 {
-    return uv_cancel((uv_req_t *)&job->req);
+    struct gateway *gw = job->gateway;
+    if (job->in_libuv)
+        return uv_cancel((uv_req_t *)&job->req);
+    if (!job->item.queued)
+        return UV_EBUSY; /* done, or its cancel already under way */
+    sched_remove(&gw->sched, &job->item);
+    job->next_cancelled = gw->cancelled;
+    gw->cancelled = job;
+    /* Later, from the loop, as libuv's own cancel does: the caller may be
+     * in the middle of tearing down what the done callback touches. */
+    uv_timer_start(&gw->cancel_timer, gateway_on_cancel_timer, 0, 0);
+    uv_ref((uv_handle_t *)&gw->cancel_timer);
+    return 0;
 }
 
-const struct gateway_class_stats *gateway_stats(enum gateway_class cls)
+bool gateway_short_waiting(const struct gateway *gw)
 {
-    return &stats[cls];
+    return sched_short_waiting(&gw->sched);
 }
 
 const char *gateway_class_name(enum gateway_class cls)

@@ -17,9 +17,11 @@ static const char last_chunk[] = "0\r\n\r\n";
 
 static void fill_next(struct pump *pump);
 
-void pump_init(struct pump *pump, uv_stream_t *stream, pump_done_fn done)
+void pump_init(struct pump *pump, uv_stream_t *stream, struct gateway *gateway, uint64_t flow,
+               pump_done_fn done)
 {
-    *pump = (struct pump){.stream = stream, .done = done, .filling = -1};
+    *pump = (struct pump){
+        .stream = stream, .gateway = gateway, .flow = flow, .done = done, .filling = -1};
     for (int i = 0; i < 2; i++)
         pump->slots[i].pump = pump;
 }
@@ -146,9 +148,15 @@ static void fill_next(struct pump *pump)
     pump->filling = i;
     pump->fill.src = pump->src;
     pump->fill.buf = slot->buf;
-    pump->fill.cap = pump->src->buf_size;
-    int rc = gateway_submit(pump->stream->loop, &pump->fill.job, pump->src->cls,
-                            pump->src->buf_size, fill_work, fill_after_work);
+    /* partition = auto: small pieces while short work waits, so that it
+     * finds a thread soon; large ones otherwise, for throughput. */
+    struct pump_source *src = pump->src;
+    bool small = src->small != 0 && gateway_short_waiting(pump->gateway);
+    pump->fill.cap = small ? src->small : src->buf_size;
+    uint64_t cost = pump->fill.cap < src->remaining ? pump->fill.cap : src->remaining;
+    struct gateway_cost c = {.bytes = cost, .remaining = src->remaining, .flow = pump->flow};
+    int rc =
+        gateway_submit(pump->gateway, &pump->fill.job, src->cls, c, fill_work, fill_after_work);
     if (rc < 0) {
         slot->busy = false;
         pump->filling = -1;
@@ -207,6 +215,20 @@ size_t pump_piece(size_t partition, uint64_t len)
     return piece ? piece : 1;
 }
 
+struct pump_pieces pump_pieces(size_t partition, size_t min, size_t max)
+{
+    if (partition == CONFIG_AUTO_SIZE)
+        return (struct pump_pieces){.size = max > min ? max : min, .small = min};
+    return (struct pump_pieces){.size = partition, .small = 0};
+}
+
+void pump_source_cut(struct pump_source *src, struct pump_pieces pieces, uint64_t len)
+{
+    src->buf_size = pump_piece(pieces.size, len);
+    src->small = pieces.small == 0 || pieces.small >= src->buf_size ? 0 : pieces.small;
+    src->remaining = len;
+}
+
 int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset)
 {
     size_t got = 0;
@@ -230,6 +252,7 @@ static int file_fill(struct pump_source *src, char *buf, size_t cap, size_t *len
         return rc;
     fs->offset += got;
     fs->left -= got;
+    src->remaining = fs->left;
     *len = got;
     *eof = fs->left == 0;
     if (*eof) {
@@ -250,7 +273,7 @@ static void file_release(struct pump_source *src)
 static const struct pump_source_ops file_ops = {file_fill, file_release};
 
 struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len,
-                                     size_t partition)
+                                     struct pump_pieces pieces)
 {
     struct file_source *fs = malloc(sizeof *fs);
     if (fs == NULL) {
@@ -258,10 +281,11 @@ struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned
         return NULL;
     }
     *fs = (struct file_source){
-        .base = {.ops = &file_ops, .cls = GATEWAY_READ, .buf_size = pump_piece(partition, len)},
+        .base = {.ops = &file_ops, .cls = GATEWAY_READ},
         .fd = fd,
         .offset = offset,
         .left = len,
     };
+    pump_source_cut(&fs->base, pieces, len);
     return &fs->base;
 }

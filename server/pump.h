@@ -31,7 +31,16 @@ struct pump_source_ops {
 struct pump_source {
     const struct pump_source_ops *ops;
     enum gateway_class cls; /* the job class its fills are counted under */
-    size_t buf_size;        /* bytes per slot */
+    size_t buf_size;        /* bytes per slot: the largest piece */
+    size_t small;           /* not 0: the piece while short work waits (partition = auto) */
+    uint64_t remaining;     /* bytes still to produce; fill keeps it current */
+};
+
+/* How a source cuts its input: pieces of SIZE bytes (CONFIG_WHOLE: one),
+ * or, when SMALL is not 0, of SMALL bytes whenever short work waits for the
+ * pool (partition = auto). */
+struct pump_pieces {
+    size_t size, small;
 };
 
 struct pump;
@@ -64,6 +73,8 @@ struct pump_fill {
  * the source. */
 struct pump {
     uv_stream_t *stream;
+    struct gateway *gateway;
+    uint64_t flow; /* the client, for the gateway's shares */
     pump_done_fn done;
     struct pump_source *src; /* NULL when idle */
     struct pump_fill fill;
@@ -76,8 +87,10 @@ struct pump {
     bool chunked, eof, failed, stopping;
 };
 
-/* Prepares an idle pump writing to STREAM. */
-void pump_init(struct pump *pump, uv_stream_t *stream, pump_done_fn done);
+/* Prepares an idle pump writing to STREAM, its fills submitted to GATEWAY
+ * on behalf of client FLOW. */
+void pump_init(struct pump *pump, uv_stream_t *stream, struct gateway *gateway, uint64_t flow,
+               pump_done_fn done);
 
 /* Streams SRC after HEAD (not copied: it must live until DONE) with
  * Transfer-Encoding chunked framing if CHUNKED. Takes ownership of SRC even on
@@ -99,15 +112,22 @@ void pump_free(struct pump *pump);
  * (CONFIG_WHOLE: all of it in one job); at least 1. */
 size_t pump_piece(size_t partition, uint64_t len);
 
+/* The pieces of a file at PARTITION (a size, CONFIG_WHOLE, or
+ * CONFIG_AUTO_SIZE: between MIN and MAX). */
+struct pump_pieces pump_pieces(size_t partition, size_t min, size_t max);
+
+/* Sets SRC's piece sizes for LEN bytes of input cut as PIECES. */
+void pump_source_cut(struct pump_source *src, struct pump_pieces pieces, uint64_t len);
+
 /* Worker thread: reads exactly LEN bytes of FD at OFFSET into BUF, across
  * short reads and EINTR. Returns 0, a negative errno, or -EIO when the file
  * ends first (it shrank under us: a promised length would be a lie). */
 int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset);
 
-/* A source that reads [OFFSET, OFFSET+LEN) of FD in pieces of PARTITION
- * bytes (CONFIG_WHOLE: one piece), closing FD after the last piece. Takes
- * ownership of FD. Returns NULL when out of memory (FD is then closed). */
+/* A source that reads [OFFSET, OFFSET+LEN) of FD cut as PIECES, closing FD
+ * after the last piece. Takes ownership of FD. Returns NULL when out of
+ * memory (FD is then closed). */
 struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len,
-                                     size_t partition);
+                                     struct pump_pieces pieces);
 
 #endif

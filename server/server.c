@@ -199,6 +199,7 @@ static void server_finish(struct server *srv)
     close_handle(srv, (uv_handle_t *)&srv->sigint);
     close_handle(srv, (uv_handle_t *)&srv->sigterm);
     close_handle(srv, (uv_handle_t *)&srv->sighup);
+    gateway_close(&srv->gateway);
     access_log_close(&srv->access);
 }
 
@@ -359,6 +360,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
         return err;
     }
     srv->root_len = strlen(srv->root);
+    gateway_init(&srv->gateway, loop, (enum sched_mode)cfg->scheduler, cfg->threads);
     for (size_t i = 0; modules[i] != NULL; i++) {
         if (i == SERVER_MODULES_MAX)
             abort(); /* a longer list in main() is a bug */
@@ -369,6 +371,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                 if (modules[i]->fini != NULL)
                     modules[i]->fini(srv, srv->module_state[i]);
             }
+            gateway_close(&srv->gateway);
             return err;
         }
     }
@@ -463,6 +466,8 @@ void server_reload(struct server *srv)
     }
     *srv->cfg = next;
     log_set_level(next.log_level);
+    if (next.scheduler != srv->gateway.sched.mode)
+        gateway_set_mode(&srv->gateway, (enum sched_mode)next.scheduler);
     for (size_t i = 0; srv->modules[i] != NULL; i++) {
         if (srv->modules[i]->reload != NULL)
             srv->modules[i]->reload(srv, srv->module_state[i]);
@@ -531,9 +536,11 @@ fail_close_handles:
     close_handle(srv, (uv_handle_t *)&srv->tick);
 fail_close_log:
     access_log_close(&srv->access);
+    gateway_close(&srv->gateway);
     return rc;
 fail_close_fd:
     if (listen_fd >= 0)
         close(listen_fd);
+    gateway_close(&srv->gateway);
     return rc;
 }

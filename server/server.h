@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "server/config.h"
+#include "server/gateway.h"
 #include "server/log.h"
 #include "server/module.h"
 
@@ -34,6 +35,7 @@ struct server {
     uv_signal_t sigint, sigterm, sighup;
     uv_timer_t tick; /* 1 s: refreshes the Date header, flushes the access log */
     struct access_log access;
+    struct gateway gateway;                 /* the one door to the threadpool */
     const struct module *const *modules;    /* main()'s list, NULL-terminated */
     void *module_state[SERVER_MODULES_MAX]; /* each module's own, by index */
     char root[PATH_MAX]; /* realpath of cfg->root: the boundary no request crosses */

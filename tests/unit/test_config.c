@@ -64,7 +64,13 @@ static void test_defaults_and_set(void)
     config_defaults(&cfg);
     is_str(cfg.listen, "127.0.0.1:8080", "default listen");
     is_int(cfg.threads, 4, "default threads");
-    is_int(cfg.partition, 65536, "default partition");
+    ok(cfg.partition == CONFIG_AUTO_SIZE, "default partition: auto");
+    is_int(cfg.partition_min, 64 << 10, "default partition_min");
+    is_int(cfg.partition_max, 4 << 20, "default partition_max");
+    is_int(cfg.scheduler, 1, "default scheduler: fair");
+    is_int(config_set(&cfg, "gzip_partition", "auto", err), -1, "gzip_partition has no auto");
+    is_int(config_set(&cfg, "scheduler", "fifo", err), 0, "scheduler fifo");
+    is_int(cfg.scheduler, 0, "  is the first choice");
     is_int(cfg.gzip_max_body, 16 << 20, "default gzip_max_body");
 
     is_int(config_set(&cfg, "partition", "whole", err), 0, "partition = whole");

@@ -1,0 +1,41 @@
+#ifndef UNCLOG_HIST_H
+#define UNCLOG_HIST_H
+
+/* Log-scale histograms of durations over a sliding window, in fixed memory:
+ * nothing is allocated per value. A value lands in one of four buckets per
+ * power of two (so a percentile is exact to within 19 %); the window is
+ * HIST_SLOTS slots of HIST_SLOT_MS each, the oldest dropped as time moves. */
+
+#include <stdint.h>
+
+#define HIST_BUCKETS 128 /* 4 per octave: values up to 2^32 */
+#define HIST_SLOTS   4
+#define HIST_SLOT_MS 500 /* the window: the last 1.5 to 2 s */
+
+struct hist_slot {
+    uint64_t start_ms; /* the slot's first millisecond; values older are gone */
+    uint64_t count, sum, max;
+    uint32_t bucket[HIST_BUCKETS];
+};
+
+struct hist {
+    struct hist_slot slot[HIST_SLOTS];
+    uint64_t count, sum; /* since the start, for /metrics-style totals */
+};
+
+/* What the window holds now: percentiles are bucket upper bounds. */
+struct hist_summary {
+    uint64_t count, p50, p99, max;
+};
+
+/* Adds VALUE (e.g. microseconds) seen at NOW_MS (a monotonic clock). */
+void hist_add(struct hist *h, uint64_t now_ms, uint64_t value);
+
+/* Summarises the values of the window ending at NOW_MS. */
+void hist_summary(const struct hist *h, uint64_t now_ms, struct hist_summary *out);
+
+/* The bucket of VALUE and the largest value that bucket holds. */
+unsigned hist_bucket(uint64_t value);
+uint64_t hist_bucket_max(unsigned bucket);
+
+#endif

@@ -1,0 +1,195 @@
+/* The scheduling policy as pure code: no threads, no clock. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "server/sched.h"
+#include "tests/tap.h"
+
+#define KB 1024ull
+#define MB (1024ull * 1024)
+
+static struct sched_item items[64];
+
+static struct sched_item *item(int i, uint64_t cost, uint64_t remaining, uint64_t flow)
+{
+    struct sched_item *it = &items[i];
+    *it = (struct sched_item){.cost = cost, .remaining = remaining, .flow_id = flow};
+    return it;
+}
+
+static int index_of(const struct sched_item *it)
+{
+    return it == NULL ? -1 : (int)(it - items);
+}
+
+/* Starts what may start and returns the indexes in order, as "a b c". */
+static const char *drain(struct sched *s, bool finish)
+{
+    static char out[256];
+    size_t len = 0;
+    out[0] = '\0';
+    struct sched_item *it;
+    while ((it = sched_next(s)) != NULL) {
+        len += (size_t)snprintf(out + len, sizeof out - len, "%s%d", len ? " " : "", index_of(it));
+        if (finish)
+            sched_done(s, it);
+    }
+    return out;
+}
+
+static void test_fifo(void)
+{
+    struct sched s;
+    sched_init(&s, SCHED_MODE_FIFO, 2);
+    sched_push(&s, item(0, 16 * MB, 16 * MB, 1));
+    sched_push(&s, item(1, 1 * KB, 1 * KB, 2));
+    sched_push(&s, item(2, 16 * MB, 16 * MB, 1));
+    is_str(drain(&s, false), "0 1", "fifo: arrival order, as many as threads");
+    sched_done(&s, &items[0]);
+    is_str(drain(&s, false), "2", "fifo: the next one when a thread frees");
+    is_int(s.counters.bulk_over_short, 1,
+           "fifo: the bulk piece started before a waiting short job");
+    sched_init(&s, SCHED_MODE_FIFO, 1);
+    sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
+    sched_push(&s, item(1, 1 * KB, 1 * KB, 2));
+    sched_push(&s, item(2, 1 * MB, 15 * MB, 1));
+    is_str(drain(&s, true), "0 1 2", "fifo: a small job waits behind a bulk piece");
+    is_int(s.counters.bulk_over_short, 1, "fifo: counted as bulk started over short work");
+}
+
+static void test_short_first(void)
+{
+    struct sched s;
+    sched_init(&s, SCHED_MODE_FAIR, 1);
+    sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
+    sched_push(&s, item(1, 64 * KB, 100 * KB, 2));
+    sched_push(&s, item(2, 0, 0, 3));
+    sched_push(&s, item(3, 1 * KB, 1 * KB, 4));
+    sched_push(&s, item(4, 64 * KB, 100 * KB, 5));
+    sched_push(&s, item(5, 64 * KB, 64 * KB, 6));
+    is_str(drain(&s, true), "2 3 5 1 4 0",
+           "fair: short work by remaining bytes (ties in arrival order), bulk last");
+    is_int(s.counters.bulk_over_short, 0, "fair: no bulk job started while short work waited");
+    is_int(s.counters.short_started, 5, "five short starts");
+    is_int(s.counters.bulk_started, 1, "one bulk start");
+    /* The last piece of a large response is short work. */
+    sched_push(&s, item(0, 1 * MB, 9 * MB, 1));
+    sched_push(&s, item(1, 64 * KB, 64 * KB, 2));
+    is_str(drain(&s, true), "1 0", "a response's last piece goes before bulk pieces");
+}
+
+static void test_reserve(void)
+{
+    struct sched s;
+    sched_init(&s, SCHED_MODE_FAIR, 4);
+    for (int i = 0; i < 8; i++)
+        sched_push(&s, item(i, 1 * MB, 16 * MB, (uint64_t)i));
+    is_str(drain(&s, false), "0 1 2", "bulk takes at most threads - 1 of 4 threads");
+    sched_push(&s, item(10, 0, 0, 99));
+    is_str(drain(&s, false), "10", "a short job arriving then finds the fourth thread");
+    sched_push(&s, item(11, 0, 0, 99));
+    is_str(drain(&s, false), "", "the pool is full: nothing more starts");
+    sched_done(&s, &items[10]);
+    is_str(drain(&s, false), "11", "the freed thread goes to the waiting short job");
+    sched_done(&s, &items[0]);
+    is_str(drain(&s, false), "3", "a freed bulk thread goes to bulk");
+
+    sched_init(&s, SCHED_MODE_FAIR, 1);
+    sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
+    is_str(drain(&s, false), "0", "with one thread, bulk may take it");
+}
+
+/* Client 1 keeps ten connections' pieces queued, client 2 one at a time
+ * (a new piece as soon as its last one is done): bytes started per client
+ * must match within a quantum. */
+static void test_round_robin(void)
+{
+    struct sched s;
+    sched_init(&s, SCHED_MODE_FAIR, 2); /* one bulk thread */
+    uint64_t bytes[3] = {0, 0, 0};
+    for (int i = 0; i < 10; i++)
+        sched_push(&s, item(i, 256 * KB, 16 * MB, 1));
+    sched_push(&s, item(20, 1 * MB, 16 * MB, 2));
+    int starts = 0;
+    for (int round = 0; round < 200; round++) {
+        struct sched_item *it = sched_next(&s);
+        if (it == NULL)
+            break;
+        starts++;
+        bytes[it->flow_id] += it->cost;
+        sched_done(&s, it);
+        sched_push(&s, it); /* each connection's next piece */
+    }
+    is_int(starts, 200, "a bulk job starts each time the bulk thread frees");
+    uint64_t diff = bytes[1] > bytes[2] ? bytes[1] - bytes[2] : bytes[2] - bytes[1];
+    char desc[128];
+    snprintf(desc, sizeof desc, "ten connections against one: %llu vs %llu bytes",
+             (unsigned long long)bytes[1], (unsigned long long)bytes[2]);
+    ok(diff <= SCHED_QUANTUM + 1 * MB, desc);
+}
+
+/* Short work that never stops arriving still lets bulk progress. */
+static void test_no_starvation(void)
+{
+    struct sched s;
+    sched_init(&s, SCHED_MODE_FAIR, 2);
+    sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
+    sched_push(&s, item(1, 1 * MB, 16 * MB, 1));
+    struct sched_item *running = sched_next(&s); /* item 0 on the bulk thread */
+    is_int(index_of(running), 0, "bulk starts when nothing short waits");
+    sched_done(&s, running);
+    int shorts = 0, bulk_at = -1;
+    for (int i = 0; i < 100 && bulk_at < 0; i++) {
+        sched_push(&s, item(2 + i % 2, 0, 0, 5)); /* always one short job waiting */
+        sched_push(&s, item(4 + i % 2, 0, 0, 5));
+        struct sched_item *it = sched_next(&s);
+        if (it->bulk)
+            bulk_at = shorts;
+        else
+            shorts++;
+        sched_done(&s, it);
+        sched_remove(&s, &items[2 + i % 2]);
+        sched_remove(&s, &items[4 + i % 2]);
+    }
+    is_int(bulk_at, SCHED_SHORT_STREAK, "bulk starts after SCHED_SHORT_STREAK short jobs in a row");
+    is_int(s.counters.streak_breaks, 1, "counted as a streak break");
+    is_int(s.counters.bulk_over_short, 0, "and not as bulk over short work");
+}
+
+static void test_remove_and_mode(void)
+{
+    struct sched s;
+    sched_init(&s, SCHED_MODE_FAIR, 1);
+    sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
+    sched_push(&s, item(1, 1 * KB, 1 * KB, 2));
+    sched_push(&s, item(2, 1 * MB, 16 * MB, 3));
+    sched_remove(&s, &items[1]);
+    sched_remove(&s, &items[0]);
+    ok(!items[0].queued && !items[1].queued, "removed items are no longer queued");
+    sched_remove(&s, &items[0]);
+    is_int(s.waiting_bulk + s.waiting_short, 1, "a second remove changes nothing");
+    is_str(drain(&s, true), "2", "only what was not removed starts");
+
+    sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
+    sched_push(&s, item(1, 1 * MB, 16 * MB, 2));
+    sched_push(&s, item(2, 1 * KB, 1 * KB, 3));
+    sched_set_mode(&s, SCHED_MODE_FIFO);
+    is_str(drain(&s, true), "0 1 2", "fair to fifo: what waited keeps its arrival order");
+    sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
+    sched_push(&s, item(1, 1 * KB, 1 * KB, 3));
+    sched_set_mode(&s, SCHED_MODE_FAIR);
+    ok(sched_short_waiting(&s), "short work waits");
+    is_str(drain(&s, true), "1 0", "fifo to fair: short work first again");
+    ok(!sched_short_waiting(&s), "nothing waits");
+}
+
+int main(void)
+{
+    test_fifo();
+    test_short_first();
+    test_reserve();
+    test_round_robin();
+    test_no_starvation();
+    test_remove_and_mode();
+    return tap_done();
+}
