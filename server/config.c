@@ -97,6 +97,9 @@ static const struct key keys[] = {
      "longest silence while a request body is read (408 beyond)"},
     {"keepalive_timeout", KEY_MS, FIELD(keepalive_timeout), 1, 3600000, "5s", "TIME",
      "idle time allowed between requests on a connection"},
+    {"send_buffer", KEY_SIZE, FIELD(send_buffer), 4096, 64 * MIB, "256k", "SIZE|off",
+     "socket send buffer per connection (SO_SNDBUF): bounds the bytes one write hands the "
+     "kernel, so one big piece cannot hold the loop"},
     {"send_timeout", KEY_MS, FIELD(send_timeout), 1, 3600000, "30s", "TIME",
      "longest time a client may take no bytes of its response"},
 };
@@ -267,6 +270,11 @@ static int set_key(struct config *cfg, const struct key *k, const char *text,
     case KEY_PARTITION_AUTO:
         if (k->type == KEY_PARTITION_AUTO && strcmp(text, "auto") == 0) {
             *(size_t *)(void *)field = CONFIG_AUTO_SIZE;
+            return 0;
+        }
+        /* A size key whose placeholder offers "off" stores 0 for it. */
+        if (k->type == KEY_SIZE && strcmp(text, "off") == 0 && strstr(k->arg, "|off") != NULL) {
+            *(size_t *)(void *)field = 0;
             return 0;
         }
         rc = config_parse_size(text, k->type != KEY_SIZE, &size);

@@ -55,6 +55,7 @@ struct config {
     unsigned body_timeout;      /* silence allowed while reading a body */
     unsigned keepalive_timeout; /* idle time between requests */
     unsigned send_timeout;      /* time a client may read none of its response */
+    size_t send_buffer;         /* SO_SNDBUF of each connection; 0: the kernel's own */
 };
 
 /* What the command line asked for besides settings. */

@@ -292,6 +292,11 @@ int conn_accept(struct server *srv, int fd)
     strict_lines_init(&c->lines);
     conn__set_phase(c, PHASE_HEAD, srv->cfg->header_timeout);
 
+    /* A bounded send buffer bounds what one write does inline on the loop
+     * thread: on loopback the kernel's whole TCP path runs in write(). */
+    int sndbuf = (int)srv->cfg->send_buffer;
+    if (sndbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     rc = uv_tcp_open(&c->tcp, fd);
     if (rc < 0) {
         close(fd);

@@ -70,6 +70,11 @@ static void test_defaults_and_set(void)
     is_int(cfg.scheduler, 1, "default scheduler: fair");
     is_int(config_set(&cfg, "gzip_partition", "auto", err), -1, "gzip_partition has no auto");
     is_int(config_set(&cfg, "scheduler", "fifo", err), 0, "scheduler fifo");
+    is_int(cfg.send_buffer, 256 << 10, "default send_buffer");
+    is_int(config_set(&cfg, "send_buffer", "off", err), 0, "send_buffer off");
+    is_int(cfg.send_buffer, 0, "  is 0: the kernel's own");
+    is_int(config_set(&cfg, "send_buffer", "1k", err), -1, "send_buffer below 4k refused");
+    is_int(config_set(&cfg, "max_body", "off", err), -1, "off only where a key offers it");
     is_int(cfg.scheduler, 0, "  is the first choice");
     is_int(cfg.gzip_max_body, 16 << 20, "default gzip_max_body");
 
