@@ -14,10 +14,11 @@ LOADTEST_RUN  := python3 loadtest/run.py
 
 .PHONY: loadtest-deps
 
-build/probe: loadtest/probe.c
+# The probe parses responses with llhttp: the objects the server links (LL_OBJ).
+build/probe: loadtest/probe.c $(LL_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) loadtest/probe.c -o $@ -std=c17 -D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror \
-	    $(shell pkg-config --cflags --libs libuv)
+	$(CC) loadtest/probe.c $(LL_OBJ) -o $@ -std=c17 -D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror \
+	    -I$(LLHTTP_INC) $(shell pkg-config --cflags --libs libuv)
 
 loadtest: build/unclog build/probe
 	$(LOADTEST_RUN) quick $(LOADTEST_ARGS)

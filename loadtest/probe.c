@@ -10,48 +10,39 @@
  *
  * Only 127.0.0.1 is reachable: this is a load-test tool, not a client.
  *
+ * Responses are parsed with llhttp, the server's own parser, in strict mode.
+ *
  * Output: one JSON line of counts and percentiles on stdout; with --csv, one
  * row per scheduled request (scheduled time, latency, outcome, status).
- *
- * A second mode, --evict, drops the named files from the page cache with
- * posix_fadvise(POSIX_FADV_DONTNEED) every --interval seconds, for the
- * cold-cache variant of the clogging experiment.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
+#include <llhttp.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
-#include <unistd.h>
 #include <uv.h>
 
 #define NS_PER_MS  1000000ull
 #define NS_PER_SEC 1000000000ull
 #define MAX_CONNS  1024
-#define MAX_FILES  64
 
-enum mode { MODE_GET, MODE_GZIP, MODE_EVICT };
+enum mode { MODE_GET, MODE_GZIP };
 
 struct options {
     enum mode mode;
     int port;
     const char *path;
     double rate;     /* requests per second */
-    double duration; /* seconds of sending (or of evicting) */
+    double duration; /* seconds of sending */
     double timeout;  /* seconds from scheduled send to giving up */
-    double interval; /* seconds between eviction passes */
     int conns;       /* connections opened up front */
     int max_conns;   /* upper bound when all are busy */
     size_t body_size;
     const char *csv;
-    const char *files[MAX_FILES];
-    int nfiles;
 };
 
 enum outcome { OUTCOME_PENDING, OUTCOME_OK, OUTCOME_ERROR, OUTCOME_TIMEOUT };
@@ -63,35 +54,22 @@ struct sample {
     enum outcome outcome;
 };
 
-enum parse_state {
-    PARSE_HEAD,
-    PARSE_BODY,
-    PARSE_CHUNK_SIZE,
-    PARSE_CHUNK_DATA,
-    PARSE_TRAILER,
-    PARSE_UNTIL_CLOSE,
-};
-
 /* One keep-alive connection. Owned by probe->slots[slot]; freed in conn_on_close. */
 struct conn {
     uv_tcp_t tcp;
     uv_connect_t connect_req;
     uv_write_t write_req;
+    llhttp_t parser; /* reset for each request */
     struct probe *probe;
     struct conn *next_idle; /* link in probe->idle while idle */
     int slot;
     bool connected;
     bool closing;
     bool idle;
-    long req; /* request in flight, -1 when none */
-    enum parse_state state;
-    char line[8192]; /* the header block, or one chunk-size / trailer line */
-    size_t line_len;
-    uint64_t remaining;
-    int status;
-    bool chunked;
-    bool has_length;
-    bool close_after;
+    long req;         /* request in flight, -1 when none */
+    int status;       /* its response's status, 0 until the head is in */
+    bool complete;    /* its response has ended */
+    bool close_after; /* the server closes after it: no reuse */
 };
 
 struct probe {
@@ -125,7 +103,6 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: probe --port N [--get PATH | --gzip] [options]\n"
-            "       probe --evict [--interval S] [--duration S] FILE...\n"
             "  --rate R         requests per second (default 200)\n"
             "  --duration S     seconds of sending (default 10)\n"
             "  --timeout S      give up on a request S seconds after its schedule (default 10)\n"
@@ -229,166 +206,41 @@ static void conn_on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof read_buf;
 }
 
-static bool header_is(const char *line, size_t len, const char *name)
+static int on_headers_complete(llhttp_t *parser)
 {
-    size_t n = strlen(name);
-    return len > n && strncasecmp(line, name, n) == 0 && line[n] == ':';
-}
-
-static bool value_has(const char *value, size_t len, const char *word)
-{
-    size_t n = strlen(word);
-    for (size_t i = 0; i + n <= len; i++) {
-        if (strncasecmp(value + i, word, n) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Parses the status line and the headers that frame the body. */
-static int parse_head(struct conn *c)
-{
-    const char *s = c->line;
-    const char *end = c->line + c->line_len;
-    if (c->line_len < 12 || strncmp(s, "HTTP/1.", 7) != 0) {
-        return -1;
-    }
-    c->status = atoi(s + 9);
-    c->close_after = s[7] == '0';
-    c->chunked = false;
-    c->has_length = false;
-    const char *first_eol = memchr(s, '\n', c->line_len);
-    for (const char *line = first_eol + 1; line < end;) {
-        const char *eol = memchr(line, '\n', (size_t)(end - line));
-        size_t len = (size_t)(eol - line);
-        const char *value = memchr(line, ':', len);
-        size_t vlen = value != NULL ? (size_t)(eol - value) : 0;
-        if (header_is(line, len, "content-length")) {
-            c->has_length = true;
-            c->remaining = strtoull(value + 1, NULL, 10);
-        } else if (header_is(line, len, "transfer-encoding")) {
-            c->chunked = value_has(value, vlen, "chunked");
-        } else if (header_is(line, len, "connection")) {
-            c->close_after = value_has(value, vlen, "close");
-        }
-        line = eol + 1;
-    }
-    if (c->status == 204 || c->status == 304 || c->status / 100 == 1) {
-        c->has_length = true;
-        c->remaining = 0;
-    }
-    if (c->chunked) {
-        c->state = PARSE_CHUNK_SIZE;
-    } else if (c->has_length) {
-        c->state = PARSE_BODY;
-    } else {
-        c->state = PARSE_UNTIL_CLOSE;
-        c->close_after = true;
-    }
-    c->line_len = 0;
+    struct conn *c = parser->data;
+    c->status = parser->status_code;
+    c->close_after = !llhttp_should_keep_alive(parser);
     return 0;
 }
 
-/* Feeds header bytes; returns how many it took, or -1 when the head is too big. */
-static long feed_head(struct conn *c, const char *data, size_t n)
+/* Pauses the parser, so that what follows the response in the same read shows. */
+static int on_message_complete(llhttp_t *parser)
 {
-    size_t old = c->line_len;
-    size_t take = sizeof c->line - old;
-    take = take < n ? take : n;
-    memcpy(c->line + old, data, take);
-    c->line_len += take;
-    size_t from = old >= 3 ? old - 3 : 0;
-    for (size_t i = from; i + 4 <= c->line_len; i++) {
-        if (memcmp(c->line + i, "\r\n\r\n", 4) == 0) {
-            c->line_len = i + 4;
-            if (parse_head(c) < 0) {
-                return -1;
-            }
-            return (long)(i + 4 - old);
-        }
-    }
-    return c->line_len == sizeof c->line ? -1 : (long)take;
+    struct conn *c = parser->data;
+    c->complete = true;
+    return HPE_PAUSED;
 }
 
-/* Feeds one byte of a chunk-size or trailer line; returns 1 at a line's end. */
-static int feed_line(struct conn *c, char ch)
-{
-    if (ch == '\n') {
-        if (c->line_len > 0 && c->line[c->line_len - 1] == '\r') {
-            c->line_len--;
-        }
-        c->line[c->line_len] = '\0';
-        return 1;
-    }
-    if (c->line_len + 1 >= sizeof c->line) {
-        return -1;
-    }
-    c->line[c->line_len++] = ch;
-    return 0;
-}
+static const llhttp_settings_t parser_settings = {
+    .on_headers_complete = on_headers_complete,
+    .on_message_complete = on_message_complete,
+};
 
 /*
  * Consumes response bytes. Returns 1 when the response is complete, 0 when
- * more is needed, -1 on a malformed or oversized response.
+ * more is needed, -1 on a malformed response or bytes beyond its end.
  */
 static int feed(struct conn *c, const char *data, size_t n)
 {
-    while (n > 0) {
-        if (c->state == PARSE_HEAD) {
-            long took = feed_head(c, data, n);
-            if (took < 0) {
-                return -1;
-            }
-            data += took;
-            n -= (size_t)took;
-            if (c->state == PARSE_BODY && c->remaining == 0) {
-                return n == 0 ? 1 : -1;
-            }
-        } else if (c->state == PARSE_BODY || c->state == PARSE_CHUNK_DATA) {
-            size_t take = c->remaining < n ? (size_t)c->remaining : n;
-            c->remaining -= take;
-            data += take;
-            n -= take;
-            if (c->remaining > 0) {
-                continue;
-            }
-            if (c->state == PARSE_BODY) {
-                return n == 0 ? 1 : -1;
-            }
-            c->state = PARSE_CHUNK_SIZE;
-        } else if (c->state == PARSE_CHUNK_SIZE || c->state == PARSE_TRAILER) {
-            int end = feed_line(c, *data);
-            data++;
-            n--;
-            if (end < 0) {
-                return -1;
-            }
-            if (end == 0) {
-                continue;
-            }
-            size_t len = c->line_len;
-            c->line_len = 0;
-            if (c->state == PARSE_TRAILER) {
-                if (len == 0) {
-                    return n == 0 ? 1 : -1;
-                }
-                continue;
-            }
-            if (len == 0) {
-                continue; /* the CRLF that ends the previous chunk's data */
-            }
-            char *stop;
-            c->remaining = strtoull(c->line, &stop, 16);
-            if (stop == c->line) {
-                return -1;
-            }
-            c->state = c->remaining == 0 ? PARSE_TRAILER : PARSE_CHUNK_DATA;
-        } else {
-            return 0; /* PARSE_UNTIL_CLOSE: the body ends at EOF */
-        }
+    llhttp_errno_t err = llhttp_execute(&c->parser, data, n);
+    if (err == HPE_OK) {
+        return 0;
     }
-    return 0;
+    if (err == HPE_PAUSED && c->complete) {
+        return llhttp_get_error_pos(&c->parser) == data + n ? 1 : -1;
+    }
+    return -1;
 }
 
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -397,9 +249,13 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     if (c->closing) {
         return;
     }
-    if (nread == UV_EOF && c->req >= 0 && c->state == PARSE_UNTIL_CLOSE) {
-        conn_finish(c);
-        return;
+    if (nread == UV_EOF && c->req >= 0) {
+        /* A body that runs to the close ends here; anything else is cut short. */
+        llhttp_finish(&c->parser);
+        if (c->complete) {
+            conn_finish(c);
+            return;
+        }
     }
     if (nread < 0) {
         conn_fail(c);
@@ -508,9 +364,11 @@ static struct conn *conn_open(struct probe *p)
 static void conn_send(struct conn *c, long req)
 {
     c->req = req;
-    c->state = PARSE_HEAD;
-    c->line_len = 0;
     c->status = 0;
+    c->complete = false;
+    c->close_after = false;
+    llhttp_init(&c->parser, HTTP_RESPONSE, &parser_settings);
+    c->parser.data = c;
     if (c->connected) {
         conn_write(c);
     }
@@ -788,7 +646,6 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .rate = 200,
                           .duration = 10,
                           .timeout = 10,
-                          .interval = 0.2,
                           .conns = 4,
                           .max_conns = 64,
                           .body_size = 1024};
@@ -805,15 +662,6 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->mode = MODE_GZIP;
             o->path = "/gzip";
             takes_value = false;
-        } else if (strcmp(a, "--evict") == 0) {
-            o->mode = MODE_EVICT;
-            takes_value = false;
-        } else if (a[0] != '-' && o->mode == MODE_EVICT) {
-            ok = o->nfiles < MAX_FILES;
-            if (ok) {
-                o->files[o->nfiles++] = a;
-            }
-            takes_value = false;
         } else if (v == NULL) {
             ok = false;
         } else if (strcmp(a, "--get") == 0) {
@@ -828,8 +676,6 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->duration = x;
         } else if (strcmp(a, "--timeout") == 0 && (ok = parse_number(v, 0.01, 600, &x))) {
             o->timeout = x;
-        } else if (strcmp(a, "--interval") == 0 && (ok = parse_number(v, 0.001, 60, &x))) {
-            o->interval = x;
         } else if (strcmp(a, "--conns") == 0 && (ok = parse_number(v, 1, MAX_CONNS, &x))) {
             o->conns = (int)x;
         } else if (strcmp(a, "--max-conns") == 0 && (ok = parse_number(v, 1, MAX_CONNS, &x))) {
@@ -848,53 +694,14 @@ static int parse_args(int argc, char **argv, struct options *o)
         }
         i += takes_value;
     }
-    if (o->mode != MODE_EVICT && o->port == 0) {
+    if (o->port == 0) {
         fprintf(stderr, "probe: --port is required\n");
-        return -1;
-    }
-    if (o->mode == MODE_EVICT && o->nfiles == 0) {
-        fprintf(stderr, "probe: --evict needs files\n");
         return -1;
     }
     if (o->conns > o->max_conns) {
         o->conns = o->max_conns;
     }
     return 0;
-}
-
-/* Drops the files' pages from the page cache, pass after pass, for --duration. */
-static int evict(const struct options *o)
-{
-    int fds[MAX_FILES];
-    for (int i = 0; i < o->nfiles; i++) {
-        fds[i] = open(o->files[i], O_RDONLY | O_CLOEXEC);
-        if (fds[i] < 0) {
-            fprintf(stderr, "probe: open %s: %s\n", o->files[i], strerror(errno));
-            return 1;
-        }
-    }
-    uint64_t end = uv_hrtime() + (uint64_t)(o->duration * NS_PER_SEC);
-    uint64_t gap = (uint64_t)(o->interval * NS_PER_SEC);
-    struct timespec ts = {.tv_sec = (time_t)(gap / NS_PER_SEC),
-                          .tv_nsec = (long)(gap % NS_PER_SEC)};
-    long passes = 0;
-    int failed = 0;
-    while (uv_hrtime() < end) {
-        for (int i = 0; i < o->nfiles; i++) {
-            int err = posix_fadvise(fds[i], 0, 0, POSIX_FADV_DONTNEED);
-            if (err != 0 && failed++ == 0) {
-                fprintf(stderr, "probe: fadvise %s: %s\n", o->files[i], strerror(err));
-            }
-        }
-        passes++;
-        nanosleep(&ts, NULL);
-    }
-    for (int i = 0; i < o->nfiles; i++) {
-        close(fds[i]);
-    }
-    printf("{\"mode\":\"evict\",\"files\":%d,\"passes\":%ld,\"failures\":%d}\n", o->nfiles, passes,
-           failed);
-    return failed == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -904,9 +711,6 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &p->opt) < 0) {
         usage(stderr);
         return 2;
-    }
-    if (p->opt.mode == MODE_EVICT) {
-        return evict(&p->opt);
     }
     /* A server closing mid-write must surface as EPIPE, not kill the probe. */
     signal(SIGPIPE, SIG_IGN);

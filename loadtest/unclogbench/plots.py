@@ -1,0 +1,87 @@
+"""The plots: MODE-sweep.dat from the clogging rows, then the gnuplot scripts in
+loadtest/plots/ (each loads common.gp), their parameters given with -e."""
+
+import os
+import shutil
+import subprocess
+
+from . import PLOTS, MiB
+from .report import clog_summary
+from .servers import unclog
+
+SWEEP_COLUMNS = ["x", "alone_get_p99", "warm_get_p99", "warm_gzip_p99", "cold_get_p99",
+                 "cold_gzip_p99", "warm_flood_mb_s", "cold_flood_mb_s"]
+SERIES = ("whole", "64k")  # the partitions drawn in MODE-latency-over-time.svg
+
+
+def size_bytes(p):
+    if p == "whole":
+        return 64 * MiB  # drawn one step right of 16m, labelled "whole"
+    units = {"k": 1024, "m": MiB}
+    return int(p[:-1]) * units[p[-1]] if p[-1] in units else int(p)
+
+
+def gp_string(s):
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def gnuplot(out, script, target, warnings, **params):
+    """Runs loadtest/plots/SCRIPT in out with params as gnuplot variables."""
+    assign = "; ".join(f"{k} = {gp_string(v)}" for k, v in params.items())
+    r = subprocess.run(["gnuplot", "-e", f"out = {gp_string(target)}; {assign}",
+                        os.path.join(PLOTS, script)], cwd=out, text=True, capture_output=True,
+                       env=dict(os.environ, GNUPLOT_LIB=PLOTS))
+    path = os.path.join(out, target)
+    if r.returncode != 0 or not os.path.exists(path):
+        warnings.add(f"gnuplot failed for {target}: {r.stderr.strip()[:300]}")
+        return []
+    return [path]
+
+
+def write_sweep(path, parts, s):
+    """The medians the sweep plots draw, one line per unclog partition."""
+    with open(path, "w") as f:
+        f.write("# unclog partition sweep, medians over rounds; x = partition bytes"
+                " (whole drawn at 64 MiB)\n# " + " ".join(SWEEP_COLUMNS) + " label\n")
+        for p in parts:
+            g = lambda ph, k: s.get((unclog(p), ph), {}).get(k)
+            vals = [size_bytes(p), g("alone", "get_p99_ms"), g("warm", "get_p99_ms"),
+                    g("warm", "gzip_p99_ms"), g("cold", "get_p99_ms"), g("cold", "gzip_p99_ms"),
+                    g("warm", "flood_mb_s"), g("cold", "flood_mb_s")]
+            f.write(" ".join("NaN" if v is None else f"{v:g}" for v in vals) + f" {p}\n")
+
+
+def plot(mode, rate, out, rows, warnings):
+    """Draws the three SVGs of a quick or full run; returns the paths made."""
+    if not shutil.which("gnuplot"):
+        warnings.add("gnuplot not installed: no plots (apt-get install gnuplot-nox)")
+        return []
+    configs, s = clog_summary(rows)
+    parts = sorted(dict.fromkeys(c.partition for c in configs if c.server == "unclog"),
+                   key=size_bytes)
+    dat = f"{mode}-sweep.dat"
+    write_sweep(os.path.join(out, dat), parts, s)
+    axis = dict(dat=dat, xtics=", ".join(f'"{p}" {size_bytes(p)}' for p in parts),
+                xrange=f"{size_bytes(parts[0]) / 1.3:g}:{size_bytes(parts[-1]) * 1.3:g}"
+                if parts else "*:*")
+    peers = [(c.label, s.get((c, "warm"), {}).get("get_p99_ms"))
+             for c in configs if c.server != "unclog"]
+    peers = [(label, v) for label, v in peers if v is not None]
+    made = gnuplot(out, "p99-vs-partition.gp", f"{mode}-p99-vs-partition.svg", warnings,
+                   peer_values=" ".join(f"{v:g}" for _, v in peers),
+                   peer_titles=" ".join(f'"{label}"' for label, _ in peers), **axis)
+    made += gnuplot(out, "flood-vs-partition.gp", f"{mode}-flood-vs-partition.svg", warnings,
+                    **axis)
+    # Latency over time: round 1, warm flood, GET probe; the probe's series copied out of tmp/.
+    series = []
+    for p in SERIES:
+        row = next((r for r in rows if r["config"] == unclog(p) and r["phase"] == "warm"), None)
+        src = row and os.path.join(out, row["series"])
+        if src and os.path.exists(src):
+            shutil.copyfile(src, os.path.join(out, f"{mode}-series-{p}.csv"))
+            series.append(p)
+    if series:
+        made += gnuplot(out, "latency-over-time.gp", f"{mode}-latency-over-time.svg", warnings,
+                        series=" ".join(f"{mode}-series-{p}.csv" for p in series),
+                        partitions=" ".join(series), interval=f"{1000 / rate:g}")
+    return made

@@ -1,0 +1,252 @@
+"""The report: CSV files, medians, markdown tables, the environment record, MODE.md.
+
+Rows are dicts holding the CSV columns plus "config", the servers.Config they
+were measured on; tables group by that key and print its label.
+"""
+
+import csv
+import datetime
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+
+from . import TOP
+from .servers import Config
+
+TP_FIELDS = ["label", "round", "path", "conns", "requests", "bytes", "duration_us",
+             "req_s", "mb_s", "errors", "lat_p50_us", "lat_p99_us", "lat_max_us"]
+CLOG_FIELDS = ["label", "kind", "partition", "round", "phase",
+               "flood_mb_s", "flood_req_s", "flood_errors",
+               "get_p50_ms", "get_p90_ms", "get_p99_ms", "get_p999_ms", "get_max_ms",
+               "get_ok", "get_errors", "get_timeouts", "get_lag_max_ms",
+               "gzip_p50_ms", "gzip_p90_ms", "gzip_p99_ms", "gzip_p999_ms", "gzip_max_ms",
+               "gzip_ok", "gzip_errors", "gzip_timeouts", "gzip_lag_max_ms",
+               "evict_passes", "cpu_pressure_pct", "series"]
+CLOG_FIGURES = CLOG_FIELDS[5:-1]  # the columns that have medians
+THROUGHPUT_TESTS = [("/1k.bin", 1), ("/1k.bin", 10), ("/16m.bin", 1), ("/16m.bin", 10)]
+
+
+def key_columns(config):
+    return {"label": config.label, "kind": config.server, "partition": config.partition}
+
+
+def write_csv(path, fields, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def read_csv(path):
+    """Rows written by write_csv, with their config key back."""
+    with open(path) as f:
+        return [dict(row, config=Config.from_label(row["label"])) for row in csv.DictReader(f)]
+
+
+def med(rows, key):
+    vals = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "–"
+    if digits == "auto":
+        digits = 2 if v < 10 else 1 if v < 100 else 0
+    return f"{v:.{digits}f}"
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def configs_of(rows):
+    """The configurations in the order they first appear."""
+    return list(dict.fromkeys(r["config"] for r in rows))
+
+
+def clog_summary(rows):
+    """{(config, phase): {figure: median over rounds}}, and the configs in order."""
+    summary = {}
+    for row in rows:
+        summary.setdefault((row["config"], row["phase"]), []).append(row)
+    return configs_of(rows), {k: {f: med(sel, f) for f in CLOG_FIGURES}
+                              for k, sel in summary.items()}
+
+
+def inflation(under, alone, key):
+    return fmt(ratio(under[key], alone and alone[key]), 1) + "×"
+
+
+def clog_table(rows, phase):
+    configs, s = clog_summary(rows)
+    out = []
+    for config in configs:
+        under, alone = s.get((config, phase)), s.get((config, "alone"))
+        if under is None:
+            continue
+        out.append([config.label, fmt(under["flood_mb_s"], 0)] +
+                   [fmt(under[f"get_{q}_ms"], "auto") for q in ("p50", "p99", "max")] +
+                   [fmt(alone and alone["get_p99_ms"], "auto"),
+                    inflation(under, alone, "get_p99_ms")] +
+                   [fmt(under[f"gzip_{q}_ms"], "auto") for q in ("p50", "p99", "max")] +
+                   [inflation(under, alone, "gzip_p99_ms")
+                    if under["gzip_p99_ms"] is not None else "–"])
+    return table(["config", "flood MB/s", "GET p50 ms", "GET p99 ms", "GET max ms",
+                  "GET p99 alone", "GET inflation", "gzip p50 ms", "gzip p99 ms",
+                  "gzip max ms", "gzip inflation"], out)
+
+
+def cold_table(rows):
+    configs, s = clog_summary(rows)
+    out = []
+    for config in configs:
+        warm, cold, alone = (s.get((config, p)) for p in ("warm", "cold", "alone"))
+        if not (warm and cold):
+            continue
+        out.append([config.label, fmt(warm["flood_mb_s"], 0), fmt(cold["flood_mb_s"], 0),
+                    fmt(ratio(cold["flood_mb_s"], warm["flood_mb_s"]), 2),
+                    fmt(warm["get_p99_ms"], "auto"), fmt(cold["get_p99_ms"], "auto"),
+                    inflation(cold, alone, "get_p99_ms"), fmt(cold["gzip_p99_ms"], "auto")])
+    return table(["config", "warm flood MB/s", "cold flood MB/s", "cold/warm",
+                  "GET p99 warm ms", "GET p99 cold ms", "GET inflation cold",
+                  "gzip p99 cold ms"], out)
+
+
+def select(rows, config, path, conns=None):
+    return [r for r in rows if r["config"] == config and r["path"] == path
+            and (conns is None or int(r["conns"]) == conns)]
+
+
+def throughput_table(rows):
+    out = []
+    for config in configs_of(rows):
+        out.append([config.label] + [
+            fmt(med(select(rows, config, path, conns), "req_s" if path == "/1k.bin" else "mb_s"), 0)
+            for path, conns in THROUGHPUT_TESTS])
+    return table(["config", "1 KiB -c1 req/s", "1 KiB -c10 req/s",
+                  "16 MiB -c1 MB/s", "16 MiB -c10 MB/s"], out)
+
+
+def bench_table(rows, tests):
+    """tests: (title, path, metric, config A, config B); the ratio is A ÷ B."""
+    out = []
+    for title, path, metric, a, b in tests:
+        sel_a, sel_b = select(rows, a, path), select(rows, b, path)
+        ma, mb = med(sel_a, metric), med(sel_b, metric)
+        per = lambda sel: " / ".join(fmt(float(x[metric]), 0) for x in sel)
+        out.append([title, a.label, fmt(ma, 0), b.label, fmt(mb, 0), fmt(ratio(ma, mb), 2),
+                    f"{per(sel_a)} vs {per(sel_b)}"])
+    return table(["test", "A", "median", "B", "median", "A ÷ B", "per round (A vs B)"],
+                 out) + ("\nA ÷ B above 1: A is faster. Not pinned: neither the server nor "
+                         "wrk is pinned (other rows: server on CPU 0, wrk on CPU 1).\n")
+
+
+# ---- sections of MODE.md -------------------------------------------------------
+
+def throughput_section(rows):
+    return ["## 1. Throughput (wrk, warm cache)\n",
+            "1 KiB in requests/s, 16 MiB in MB/s (10^6 bytes/s).\n", throughput_table(rows)]
+
+
+def clog_sections(rows, flood_files, rate, cold):
+    out = ["## 2. Clogging (warm page cache)\n",
+           f"Flood: wrk, 10 connections looping GET over {flood_files} distinct "
+           f"16 MiB files. Probes: GET /1k.bin and POST /gzip (1 KiB body), "
+           f"{rate:g} req/s each, latency from the scheduled send time. "
+           "Inflation = probe p99 under the flood ÷ probe p99 with no flood "
+           "(medians). unclog rows set partition = gzip_partition = the value shown.\n",
+           clog_table(rows, "warm")]
+    if cold:
+        out += ["## 3. Cold: the same flood, its files evicted from the page cache\n",
+                "posix_fadvise(POSIX_FADV_DONTNEED) on the flood's files every 50 ms "
+                "during the run (`loadtest/unclogbench/evict.py`).\n",
+                cold_table(rows), "\nThe cold run's probe figures in full:\n\n",
+                clog_table(rows, "cold")]
+    return out
+
+
+def plots_section(paths):
+    if not paths:
+        return []
+    return ["## Plots\n"] + [f"![{os.path.basename(p)}]({os.path.basename(p)})\n" for p in paths]
+
+
+def bench_section(rows, tests):
+    return ["## Bench: unclog vs nginx, and unclog workers 2 vs 1\n", bench_table(rows, tests)]
+
+
+def document(mode, info, sections, warnings, seconds):
+    """MODE.md as a list of parts joined by newlines; the 4 first are the header."""
+    parts = [f"# unclog load test: {mode}\n",
+             "Medians over rounds; configurations alternated round by round. "
+             "See loadtest/README.md for what each column means.\n",
+             "## Environment\n",
+             table(["what", "value"], [[k, str(v).replace("|", "/")] for k, v in info.items()])]
+    parts += sections
+    if warnings:
+        parts += ["## Warnings\n"] + [f"- {w}\n" for w in warnings]
+    parts.append(f"\n_Run took {seconds:.0f} s._\n")
+    return parts
+
+
+# ---- environment record ---------------------------------------------------------
+
+def cmd_out(cmd):
+    """The first line a command prints, or "not found"."""
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "not found"
+    text = (r.stdout + r.stderr).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def first_match(path, pattern, default=""):
+    try:
+        with open(path) as f:
+            m = re.search(pattern, f.read(), re.M)
+    except OSError:
+        return default
+    return m.group(1) if m else default
+
+
+def environment(session, nice, settings):
+    gov = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"
+    mem_kib = first_match("/proc/meminfo", r"^MemTotal:\s*(\d+)", "0")
+    cpu = first_match("/proc/cpuinfo", r"^model name\s*:\s*(.*)$", "unknown")
+    return {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "cpu": f"{cpu} × {os.cpu_count()}",
+        "memory": f"{int(mem_kib) // 1024} MiB",
+        "os": first_match("/etc/os-release", r'^PRETTY_NAME="?(.*?)"?$'),
+        "kernel": os.uname().release,
+        "cpu governor": first_match(gov, r"^(.*)$", "n/a").strip(),
+        "load average at start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "pinning": "server on CPU 0, wrk/probe/evictor on CPU 1" if session.procs.can_pin
+        else "none (1 CPU)",
+        "priority": f"nice {nice} for every process started",
+        "unclog": cmd_out([session.unclog, "--version"]),
+        "unclog commit": cmd_out(["git", "-C", TOP, "describe", "--always", "--dirty"]),
+        "libuv": cmd_out(["pkg-config", "--modversion", "libuv"]),
+        "zlib": cmd_out(["pkg-config", "--modversion", "zlib"]),
+        "llhttp": cmd_out(["dpkg-query", "-W", "-f=${Version}", "node-llhttp"]),
+        "cc": cmd_out(["cc", "--version"]),
+        "wrk": cmd_out(["wrk", "-v"]),
+        "nginx": cmd_out(["nginx", "-v"]),
+        "node": cmd_out(["node", "--version"]),
+        "gnuplot": cmd_out(["gnuplot", "--version"]),
+        "settings": json.dumps(settings) + "; unclog --threads 4" +
+        ("" if session.mode == "bench" else
+         f"; probe rate {session.rate:g}/s each (GET 1 KiB, POST /gzip 1 KiB)"),
+    }
