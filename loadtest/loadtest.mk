@@ -4,6 +4,9 @@
 #   make loadtest       quick pass, ~3 minutes
 #   make loadtest-full  whole partition sweep + nginx/Node.js peers, ~20 minutes
 #   make bench          unclog vs nginx, req/s and MB/s side by side
+#   make bench-pool     the clogging experiment at the pool level, through the
+#                       gateway without HTTP: fifo and fair, piece sizes, auto
+#                       (BENCH_POOL_ARGS="SECONDS THREADS CHAINS", default 3 4 10)
 #   make loadtest-deps  install wrk, gnuplot and nginx (Debian packages)
 #
 # Extra arguments for loadtest/run.py go in LOADTEST_ARGS, e.g.
@@ -12,7 +15,7 @@
 LOADTEST_PKGS := wrk gnuplot-nox nginx-light
 LOADTEST_RUN  := python3 loadtest/run.py
 
-.PHONY: loadtest-deps
+.PHONY: loadtest-deps bench-pool
 
 # The probe parses responses with llhttp: the objects the server links (LL_OBJ).
 build/probe: loadtest/probe.c $(LL_OBJ)
@@ -28,6 +31,23 @@ loadtest-full: build/unclog build/probe
 
 bench: build/unclog build/probe
 	$(LOADTEST_RUN) bench $(LOADTEST_ARGS)
+
+# The gateway and what it needs, as the server links them.
+POOL_OBJ := $(call objs,build/obj,server/gateway.c server/sched.c server/hist.c server/pump.c \
+                                   server/config.c server/util.c)
+build/bench_pool: loadtest/bench_pool.c $(POOL_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE) $(WARN) $(OPT_FLAGS) loadtest/bench_pool.c $(POOL_OBJ) -o $@ $(LIBS)
+
+# A warm 16 MiB file of random bytes, made once.
+build/pool-16m.bin:
+	@mkdir -p $(dir $@)
+	head -c 16777216 /dev/urandom > $@
+
+BENCH_POOL_ARGS ?= 3 4 10
+bench-pool: build/bench_pool build/pool-16m.bin
+	cat build/pool-16m.bin > /dev/null
+	build/bench_pool build/pool-16m.bin $(BENCH_POOL_ARGS)
 
 loadtest-deps:
 	@$(call apt_install,$(LOADTEST_PKGS))

@@ -51,13 +51,28 @@ def write_sweep(path, parts, s):
             f.write(" ".join("NaN" if v is None else f"{v:g}" for v in vals) + f" {p}\n")
 
 
+def write_frontier(path, configs, s):
+    """One point per configuration: warm flood MB/s and the worse probe p99."""
+    with open(path, "w") as f:
+        f.write("# flood_mb_s p99_ms group label (group 0 unclog fifo, 1 fair, 2 peers)\n")
+        for c in configs:
+            warm = s.get((c, "warm"), {})
+            p99 = [v for v in (warm.get("get_p99_ms"), warm.get("gzip_p99_ms")) if v is not None]
+            if warm.get("flood_mb_s") is None or not p99:
+                continue
+            group = 2 if c.server != "unclog" else 1 if c.scheduler == "fair" else 0
+            label = c.label.replace("unclog ", "")
+            f.write(f"{warm['flood_mb_s']:g} {max(p99):g} {group} \"{label}\"\n")
+
+
 def plot(mode, rate, out, rows, warnings):
     """Draws the three SVGs of a quick or full run; returns the paths made."""
     if not shutil.which("gnuplot"):
         warnings.add("gnuplot not installed: no plots (apt-get install gnuplot-nox)")
         return []
     configs, s = clog_summary(rows)
-    parts = sorted(dict.fromkeys(c.partition for c in configs if c.server == "unclog"),
+    parts = sorted(dict.fromkeys(c.partition for c in configs
+                                 if c.server == "unclog" and c.scheduler == "fifo"),
                    key=size_bytes)
     dat = f"{mode}-sweep.dat"
     write_sweep(os.path.join(out, dat), parts, s)
@@ -65,13 +80,16 @@ def plot(mode, rate, out, rows, warnings):
                 xrange=f"{size_bytes(parts[0]) / 1.3:g}:{size_bytes(parts[-1]) * 1.3:g}"
                 if parts else "*:*")
     peers = [(c.label, s.get((c, "warm"), {}).get("get_p99_ms"))
-             for c in configs if c.server != "unclog"]
+             for c in configs if c.server != "unclog" or c.scheduler == "fair"]
     peers = [(label, v) for label, v in peers if v is not None]
     made = gnuplot(out, "p99-vs-partition.gp", f"{mode}-p99-vs-partition.svg", warnings,
                    peer_values=" ".join(f"{v:g}" for _, v in peers),
                    peer_titles=" ".join(f'"{label}"' for label, _ in peers), **axis)
     made += gnuplot(out, "flood-vs-partition.gp", f"{mode}-flood-vs-partition.svg", warnings,
                     **axis)
+    write_frontier(os.path.join(out, f"{mode}-frontier.dat"), configs, s)
+    made += gnuplot(out, "frontier.gp", f"{mode}-frontier.svg", warnings,
+                    dat=f"{mode}-frontier.dat")
     # Latency over time: round 1, warm flood, GET probe; the probe's series copied out of tmp/.
     series = []
     for p in SERIES:

@@ -140,8 +140,9 @@ def throughput_table(rows):
 def bench_table(rows, tests):
     """tests: (title, path, metric, config A, config B); the ratio is A ÷ B."""
     out = []
-    for title, path, metric, a, b in tests:
-        sel_a, sel_b = select(rows, a, path), select(rows, b, path)
+    for title, target, metric, a, b in tests:
+        path, conns = target if isinstance(target, tuple) else (target, 10)
+        sel_a, sel_b = select(rows, a, path, conns), select(rows, b, path, conns)
         ma, mb = med(sel_a, metric), med(sel_b, metric)
         per = lambda sel: " / ".join(fmt(float(x[metric]), 0) for x in sel)
         out.append([title, a.label, fmt(ma, 0), b.label, fmt(mb, 0), fmt(ratio(ma, mb), 2),

@@ -22,17 +22,20 @@ SWEEP = ["4k", "8k", "16k", "32k", "64k", "128k", "256k", "512k", "1m", "4m", "1
 
 # Each mode's settings. Durations in seconds; rates in requests per second.
 MODES = {
-    "quick": dict(partitions=["4k", "64k", "1m", "whole"], rounds=3, alone=2, flood=3,
+    "quick": dict(partitions=["4k", "64k", "1m", "whole"], fair=["auto"], rounds=3, alone=2,
+                  flood=3,
                   lead=1, throughput=2, throughput_rounds=1, cold=True, peers=False,
                   rate=200),
-    "full": dict(partitions=SWEEP, rounds=3, alone=3, flood=4, lead=1, throughput=2,
+    "full": dict(partitions=SWEEP, fair=["auto", "64k", "1m", "whole"], rounds=3, alone=3,
+                 flood=4, lead=1, throughput=2,
                  throughput_rounds=3, cold=True, peers=True, rate=200),
     "bench": dict(rounds=3, bench=5),
 }
 
 # make bench: (title, path, metric, config A, config B); the ratio is A ÷ B. The
 # workers row pins nothing: on CPU 0 a second worker has no core of its own.
-CACHED = unclog("64k", cache=True)  # unclog's defaults
+CACHED = unclog("64k", cache=True)  # unclog's fixed-size baseline, cache on as by default
+AUTO = unclog("auto", scheduler="fair")  # unclog's defaults, cache off
 NGINX = Config("nginx", "sendfile")
 BENCH = [
     ("1 KiB, wrk -c10, req/s (defaults: small-file cache on)", "/1k.bin", "req_s",
@@ -42,6 +45,10 @@ BENCH = [
     ("16 MiB, wrk -c10, MB/s: whole vs sendfile", "/16m.bin", "mb_s", unclog("whole"), NGINX),
     ("16 MiB, wrk -c10, MB/s: 64k vs aio 2x64k", "/16m.bin", "mb_s",
      unclog("64k"), Config("nginx", "aio 2x64k")),
+    ("16 MiB, wrk -c1, MB/s: one client alone, auto (fair) vs aio 1x16m", ("/16m.bin", 1),
+     "mb_s", AUTO, Config("nginx", "aio 1x16m")),
+    ("16 MiB, wrk -c10, MB/s: auto (fair) vs aio 1x16m", "/16m.bin", "mb_s", AUTO,
+     Config("nginx", "aio 1x16m")),
     ("1 KiB, wrk -c10, req/s: workers 2 vs 1 (defaults: cache on), not pinned", "/1k.bin",
      "req_s", dataclasses.replace(CACHED, workers=2, pinned=False),
      dataclasses.replace(CACHED, pinned=False)),
@@ -120,11 +127,12 @@ def run_throughput(session, configs):
 def bench(session):
     """make bench: every configuration of BENCH, each path it is compared on."""
     tests = {}  # config -> [(path, connections)]
-    for _, path, _, a, b in BENCH:
+    for _, target, _, a, b in BENCH:
+        path, conns = target if isinstance(target, tuple) else (target, 10)
         for config in (a, b):
             tests.setdefault(config, [])
-            if (path, 10) not in tests[config]:
-                tests[config].append((path, 10))
+            if (path, conns) not in tests[config]:
+                tests[config].append((path, conns))
     rows, s = [], session.settings
     alternate(session, "bench", "bench", list(tests), s["rounds"],
               lambda server, r: rows.extend(
@@ -220,13 +228,16 @@ def fairness(session):
     """make loadtest / loadtest-full: scenarios 1, 2 and 3, and the plots."""
     s = session.settings
     unclogs = [unclog(p) for p in s["partitions"]]
+    # The fair gateway beside the fifo sweep: the default (auto) and fixed sizes.
+    unclogs += [unclog(p, scheduler="fair") for p in s["fair"]]
     if session.mode == "full" and "whole" in s["partitions"]:
         # One-shot reads, but small files served from memory: the GET probe
         # leaves the pool, the gzip probe still queues on it.
         unclogs.append(unclog("whole", cache=True))
     others = peers(session.warnings) if s["peers"] else []
     log("throughput (scenario 1)")
-    tp = [u for u in unclogs if u.partition in THROUGHPUT_SERVERS] or unclogs[:1]
+    tp = [u for u in unclogs if (u.scheduler, u.partition) == ("fair", "auto")
+          or (u.scheduler == "fifo" and u.partition in THROUGHPUT_SERVERS)] or unclogs[:1]
     sections = report.throughput_section(run_throughput(session, tp + others))
     log("clogging (scenario 2" + (", and 3: cold" if s["cold"] else "") + ")")
     rows = run_clog(session, unclogs + others)

@@ -36,11 +36,13 @@ class Config:
     cache: bool = False  # unclog's small-file cache (off: every read meets the pool)
     workers: int = 1
     pinned: bool = True  # server on CPU 0 and its load on CPU 1 (when there are two)
+    scheduler: str = "fifo"  # unclog: the order of pool jobs (fifo: libuv's own)
 
     @property
     def label(self):
-        """The name in tables and CSVs: "unclog 64k", "unclog 64k +cache", "nginx sendfile"."""
-        label = f"{self.server} {self.setting}" + (" +cache" if self.cache else "")
+        """The name in tables and CSVs: "unclog 64k", "unclog auto fair", "nginx sendfile"."""
+        label = f"{self.server} {self.setting}" + (" fair" if self.scheduler == "fair" else "")
+        label += " +cache" if self.cache else ""
         if self.workers != 1 or not self.pinned:
             label += f" workers {self.workers}" + ("" if self.pinned else " (not pinned)")
         return label
@@ -54,7 +56,8 @@ class Config:
         words = rest.split()
         workers = int(words[words.index("workers") + 1]) if "workers" in words else 1
         return cls(server, words[0], cache="+cache" in words, workers=workers,
-                   pinned="(not pinned)" not in rest)
+                   pinned="(not pinned)" not in rest,
+                   scheduler="fair" if "fair" in words else "fifo")
 
     @property
     def slug(self):
@@ -128,8 +131,11 @@ class Server:
         self.logpath = os.path.join(s.tmp, f"{tag}.log")
         cmd = [s.unclog, "-c", os.path.join(TEMPLATES, "unclog.conf"),
                "--listen", "127.0.0.1:0", "--root", FIXTURES, "--threads", "4",
-               "--workers", str(c.workers), "--partition", c.setting,
-               "--gzip-partition", c.setting, "--access-log", "off",
+               "--workers", str(c.workers), "--scheduler", c.scheduler,
+               "--partition", c.setting,
+               # gzip_partition has no auto: partition_min's 64k, its default.
+               "--gzip-partition", "64k" if c.setting == "auto" else c.setting,
+               "--access-log", "off",
                "--file-cache", "on" if c.cache else "off"]
         return cmd, None, self.logpath, None
 

@@ -1,0 +1,205 @@
+/* make bench-pool: Node's readfile-clogging experiment at the pool level,
+ * through unclog's own gateway, without HTTP.
+ *
+ * CHAINS chains each read a warm 16 MiB file in pieces, one piece in flight
+ * per chain, starting over at its end; one more chain deflates a tiny buffer,
+ * one job at a time. After SECONDS it reports the reads' MB/s and the
+ * deflates completed, for fifo and fair at fixed piece sizes and for fair
+ * with auto pieces, beside the deflate rate with no reads at all.
+ *
+ * usage: bench_pool FILE [SECONDS] [THREADS] [CHAINS] */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+#include <zlib.h>
+
+#include "server/config.h"
+#include "server/gateway.h"
+#include "server/pump.h"
+#include "server/util.h"
+
+#define CHAINS_MAX 64
+#define TINY       1024
+#define AUTO_MIN   (64 * KIB)
+#define AUTO_MAX   (4 * MIB)
+
+struct bench;
+
+struct chain {
+    struct gateway_job job;
+    struct bench *b;
+    char *buf;
+    size_t cap, want;
+    uint64_t offset;
+    int rc;
+};
+
+struct tiny {
+    struct gateway_job job;
+    struct bench *b;
+    unsigned char in[TINY], out[TINY + 128];
+};
+
+struct bench {
+    uv_loop_t loop;
+    struct gateway gw;
+    uv_timer_t timer;
+    bool stopping;
+    int fd;
+    uint64_t size;
+    size_t partition; /* a size, CONFIG_WHOLE or CONFIG_AUTO_SIZE */
+    uint64_t bytes, deflates;
+    struct chain chains[CHAINS_MAX];
+    int nchains;
+    struct tiny tiny;
+};
+
+static void read_work(struct gateway_job *job)
+{
+    struct chain *c = container_of(job, struct chain, job);
+    c->rc = pump_pread_all(c->b->fd, c->buf, c->want, c->offset);
+}
+
+static void read_done(struct gateway_job *job, int status);
+
+static void read_next(struct chain *c)
+{
+    struct bench *b = c->b;
+    if (b->stopping)
+        return;
+    if (c->offset >= b->size)
+        c->offset = 0;
+    size_t piece = b->partition;
+    if (piece == CONFIG_AUTO_SIZE)
+        piece = gateway_short_waiting(&b->gw) ? AUTO_MIN : AUTO_MAX;
+    uint64_t left = b->size - c->offset;
+    c->want = piece == CONFIG_WHOLE || piece > left ? (size_t)left : piece;
+    struct gateway_cost cost = {
+        .bytes = c->want, .remaining = left, .flow = (uint64_t)(c - b->chains)};
+    gateway_submit(&b->gw, &c->job, GATEWAY_READ, cost, read_work, read_done);
+}
+
+static void read_done(struct gateway_job *job, int status)
+{
+    struct chain *c = container_of(job, struct chain, job);
+    if (status == 0 && c->rc == 0) {
+        c->b->bytes += c->want;
+        c->offset += c->want;
+    }
+    read_next(c);
+}
+
+static void tiny_work(struct gateway_job *job)
+{
+    struct tiny *t = container_of(job, struct tiny, job);
+    uLongf len = sizeof t->out;
+    compress2(t->out, &len, t->in, sizeof t->in, Z_DEFAULT_COMPRESSION);
+}
+
+static void tiny_done(struct gateway_job *job, int status)
+{
+    struct tiny *t = container_of(job, struct tiny, job);
+    struct bench *b = t->b;
+    if (status == 0)
+        b->deflates++;
+    if (b->stopping)
+        return;
+    struct gateway_cost cost = {.bytes = TINY, .remaining = TINY, .flow = UINT64_MAX};
+    gateway_submit(&b->gw, &t->job, GATEWAY_GZIP, cost, tiny_work, tiny_done);
+}
+
+static void on_timer(uv_timer_t *timer)
+{
+    struct bench *b = container_of(timer, struct bench, timer);
+    b->stopping = true;
+}
+
+/* One run: CHAINS readers at PARTITION under MODE, plus the deflate chain. */
+static void run(struct bench *b, enum sched_mode mode, size_t partition, int chains,
+                unsigned threads, double seconds)
+{
+    uv_loop_init(&b->loop);
+    gateway_init(&b->gw, &b->loop, mode, threads);
+    uv_timer_init(&b->loop, &b->timer);
+    b->stopping = false;
+    b->bytes = b->deflates = 0;
+    b->partition = partition;
+    b->nchains = chains;
+    size_t cap = partition == CONFIG_AUTO_SIZE ? AUTO_MAX
+                 : partition == CONFIG_WHOLE   ? (size_t)b->size
+                                               : partition;
+    for (int i = 0; i < chains; i++) {
+        struct chain *c = &b->chains[i];
+        c->b = b;
+        c->offset = (b->size / (uint64_t)chains) * (uint64_t)i & ~(uint64_t)4095;
+        if (c->cap < cap) {
+            free(c->buf);
+            c->buf = malloc(cap);
+            c->cap = cap;
+        }
+        read_next(c);
+    }
+    b->tiny.b = b;
+    memset(b->tiny.in, 'a', sizeof b->tiny.in);
+    tiny_done(&b->tiny.job, UV_ECANCELED); /* submits the first */
+    uint64_t t0 = uv_hrtime();
+    uv_timer_start(&b->timer, on_timer, (uint64_t)(seconds * 1000), 0);
+    uv_run(&b->loop, UV_RUN_DEFAULT);
+    double secs = (double)(uv_hrtime() - t0) / 1e9;
+    char label[64], piece[16];
+    config_format_size(partition, piece, sizeof piece);
+    snprintf(label, sizeof label, "%s %s", mode == SCHED_MODE_FAIR ? "fair" : "fifo",
+             chains ? piece : "(no reads)");
+    printf("| %-16s | %10.0f | %10.0f | %8llu |\n", label, (double)b->bytes / secs / 1e6,
+           (double)b->deflates / secs, (unsigned long long)b->deflates);
+    fflush(stdout);
+    gateway_close(&b->gw);
+    uv_close((uv_handle_t *)&b->timer, NULL);
+    uv_run(&b->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&b->loop);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s FILE [SECONDS] [THREADS] [CHAINS]\n", argv[0]);
+        return 2;
+    }
+    double seconds = argc > 2 ? atof(argv[2]) : 3;
+    unsigned threads = argc > 3 ? (unsigned)atoi(argv[3]) : 4;
+    int chains = argc > 4 ? atoi(argv[4]) : 10;
+    if (chains < 0 || chains > CHAINS_MAX || threads == 0 || seconds <= 0) {
+        fprintf(stderr, "bench_pool: bad arguments\n");
+        return 2;
+    }
+    char env[16];
+    snprintf(env, sizeof env, "%u", threads);
+    setenv("UV_THREADPOOL_SIZE", env, 1);
+    static struct bench b;
+    b.fd = open(argv[1], O_RDONLY | O_CLOEXEC);
+    off_t size = b.fd < 0 ? -1 : lseek(b.fd, 0, SEEK_END);
+    if (size <= 0) {
+        perror(argv[1]);
+        return 1;
+    }
+    b.size = (uint64_t)size;
+    printf("%d chains reading %s (%llu bytes) + 1 chain of %d-byte deflates, %u threads, %.1f s "
+           "each\n\n",
+           chains, argv[1], (unsigned long long)b.size, TINY, threads, seconds);
+    printf("| %-16s | %10s | %10s | %8s |\n|---|---|---|---|\n", "scheduler, piece", "read MB/s",
+           "deflates/s", "deflates");
+    run(&b, SCHED_MODE_FIFO, 0, 0, threads, seconds);
+    static const size_t fifo_sizes[] = {8 * KIB, 64 * KIB, 512 * KIB, MIB, 4 * MIB, CONFIG_WHOLE};
+    for (size_t i = 0; i < ARRAY_SIZE(fifo_sizes); i++)
+        run(&b, SCHED_MODE_FIFO, fifo_sizes[i], chains, threads, seconds);
+    static const size_t fair_sizes[] = {64 * KIB, MIB, 4 * MIB, CONFIG_WHOLE, CONFIG_AUTO_SIZE};
+    for (size_t i = 0; i < ARRAY_SIZE(fair_sizes); i++)
+        run(&b, SCHED_MODE_FAIR, fair_sizes[i], chains, threads, seconds);
+    for (int i = 0; i < CHAINS_MAX; i++)
+        free(b.chains[i].buf);
+    close(b.fd);
+    return 0;
+}
