@@ -23,8 +23,7 @@
 
 #define CHAINS_MAX 64
 #define TINY       1024
-#define AUTO_MIN   (64 * KIB)
-#define AUTO_MAX   (4 * MIB)
+#define AUTO_MIN   (64 * KIB) /* partition_min's default */
 
 struct bench;
 
@@ -51,6 +50,7 @@ struct bench {
     int fd;
     uint64_t size;
     size_t partition; /* a size, CONFIG_WHOLE or CONFIG_AUTO_SIZE */
+    size_t auto_max;  /* auto: the piece while no short work waits */
     uint64_t bytes, deflates;
     struct chain chains[CHAINS_MAX];
     int nchains;
@@ -74,7 +74,7 @@ static void read_next(struct chain *c)
         c->offset = 0;
     size_t piece = b->partition;
     if (piece == CONFIG_AUTO_SIZE)
-        piece = gateway_short_waiting(&b->gw) ? AUTO_MIN : AUTO_MAX;
+        piece = gateway_short_waiting(&b->gw) ? AUTO_MIN : b->auto_max;
     uint64_t left = b->size - c->offset;
     c->want = piece == CONFIG_WHOLE || piece > left ? (size_t)left : piece;
     struct gateway_cost cost = {
@@ -128,7 +128,7 @@ static void run(struct bench *b, enum sched_mode mode, size_t partition, int cha
     b->bytes = b->deflates = 0;
     b->partition = partition;
     b->nchains = chains;
-    size_t cap = partition == CONFIG_AUTO_SIZE ? AUTO_MAX
+    size_t cap = partition == CONFIG_AUTO_SIZE ? b->auto_max
                  : partition == CONFIG_WHOLE   ? (size_t)b->size
                                                : partition;
     for (int i = 0; i < chains; i++) {
@@ -149,11 +149,14 @@ static void run(struct bench *b, enum sched_mode mode, size_t partition, int cha
     uv_timer_start(&b->timer, on_timer, (uint64_t)(seconds * 1000), 0);
     uv_run(&b->loop, UV_RUN_DEFAULT);
     double secs = (double)(uv_hrtime() - t0) / 1e9;
-    char label[64], piece[16];
+    char label[64], piece[32], max[16];
     config_format_size(partition, piece, sizeof piece);
+    config_format_size(b->auto_max, max, sizeof max);
+    if (partition == CONFIG_AUTO_SIZE)
+        snprintf(piece, sizeof piece, "auto 64k-%s", max);
     snprintf(label, sizeof label, "%s %s", mode == SCHED_MODE_FAIR ? "fair" : "fifo",
              chains ? piece : "(no reads)");
-    printf("| %-16s | %10.0f | %10.0f | %8llu |\n", label, (double)b->bytes / secs / 1e6,
+    printf("| %-18s | %10.0f | %10.0f | %8llu |\n", label, (double)b->bytes / secs / 1e6,
            (double)b->deflates / secs, (unsigned long long)b->deflates);
     fflush(stdout);
     gateway_close(&b->gw);
@@ -189,15 +192,20 @@ int main(int argc, char **argv)
     printf("%d chains reading %s (%llu bytes) + 1 chain of %d-byte deflates, %u threads, %.1f s "
            "each\n\n",
            chains, argv[1], (unsigned long long)b.size, TINY, threads, seconds);
-    printf("| %-16s | %10s | %10s | %8s |\n|---|---|---|---|\n", "scheduler, piece", "read MB/s",
+    printf("| %-18s | %10s | %10s | %8s |\n|---|---|---|---|\n", "scheduler, piece", "read MB/s",
            "deflates/s", "deflates");
     run(&b, SCHED_MODE_FIFO, 0, 0, threads, seconds);
     static const size_t fifo_sizes[] = {8 * KIB, 64 * KIB, 512 * KIB, MIB, 4 * MIB, CONFIG_WHOLE};
     for (size_t i = 0; i < ARRAY_SIZE(fifo_sizes); i++)
         run(&b, SCHED_MODE_FIFO, fifo_sizes[i], chains, threads, seconds);
-    static const size_t fair_sizes[] = {64 * KIB, MIB, 4 * MIB, CONFIG_WHOLE, CONFIG_AUTO_SIZE};
+    static const size_t fair_sizes[] = {64 * KIB, MIB, 4 * MIB, CONFIG_WHOLE};
     for (size_t i = 0; i < ARRAY_SIZE(fair_sizes); i++)
         run(&b, SCHED_MODE_FAIR, fair_sizes[i], chains, threads, seconds);
+    static const size_t auto_max[] = {MIB, 4 * MIB};
+    for (size_t i = 0; i < ARRAY_SIZE(auto_max); i++) {
+        b.auto_max = auto_max[i];
+        run(&b, SCHED_MODE_FAIR, CONFIG_AUTO_SIZE, chains, threads, seconds);
+    }
     for (int i = 0; i < CHAINS_MAX; i++)
         free(b.chains[i].buf);
     close(b.fd);
