@@ -37,6 +37,7 @@ def parse_args():
     ap.add_argument("--out", help="results directory (default loadtest/results/DATE-HOST)")
     ap.add_argument("--rounds", type=int, help="override the mode's rounds")
     ap.add_argument("--partitions", help="comma-separated partitions, e.g. 4k,64k,whole")
+    ap.add_argument("--fair", help="comma-separated partitions for unclog fair rows, e.g. auto")
     ap.add_argument("--rate", type=float, default=None, help="probe requests/s (each probe)")
     ap.add_argument("--no-peers", action="store_true", help="skip nginx and Node.js")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache variant")
@@ -55,6 +56,8 @@ def mode_settings(args):
         settings["throughput_rounds"] = min(settings.get("throughput_rounds", 1), args.rounds)
     if args.partitions:
         settings["partitions"] = args.partitions.split(",")
+    if args.fair is not None:
+        settings["fair"] = [p for p in args.fair.split(",") if p]
     if args.no_peers:
         settings["peers"] = False
     if args.no_cold:

@@ -48,8 +48,11 @@ static const struct key keys[] = {
      "partition_min when some does"},
     {"partition_min", KEY_SIZE, FIELD(partition_min), 1, GIB, "64k", "SIZE",
      "piece size of partition = auto while short work waits"},
-    {"partition_max", KEY_SIZE, FIELD(partition_max), 1, GIB, "4m", "SIZE",
+    {"partition_max", KEY_SIZE, FIELD(partition_max), 1, GIB, "1m", "SIZE",
      "piece size of partition = auto while no short work waits"},
+    {"bulk_nice", KEY_UINT, FIELD(bulk_nice), 0, 19, "0", "N",
+     "nice value, 0 to 19, of a pool thread while it runs a bulk piece; 0: off. Needs root or "
+     "LimitNICE=20, to set threads back for short work"},
     {"scheduler", KEY_CHOICE, FIELD(scheduler), 0, 0, "fair", "fifo|fair",
      "order of threadpool jobs: fifo (arrival) or fair (short work first, bulk shared)"},
     {"gzip_partition", KEY_PARTITION, FIELD(gzip_partition), 1, GIB, "64k", "SIZE|whole",

@@ -31,6 +31,7 @@ struct config {
     size_t partition_min; /* auto: pieces while short work waits */
     size_t partition_max; /* auto: pieces while none does */
     unsigned scheduler;   /* enum sched_mode: fifo, fair */
+    unsigned bulk_nice;   /* a pool thread's nice value during bulk pieces; 0: off */
     size_t gzip_partition;
     size_t gzip_max_body;
     char access_log[PATH_MAX];

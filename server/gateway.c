@@ -1,15 +1,28 @@
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "server/gateway.h"
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "server/util.h"
 
 static const char *const class_names[GATEWAY_NCLASSES] = {"open", "read", "gzip", "list", "fill"};
 
+/* The nice value of this worker thread, as last set here. */
+static _Thread_local int thread_nice;
+
 static void gateway_on_work(uv_work_t *req)
 {
     struct gateway_job *job = container_of(req, struct gateway_job, req);
+    if (job->nice != thread_nice) {
+        /* Per thread: on Linux a thread id is a process id to setpriority. */
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), job->nice);
+        thread_nice = job->nice;
+    }
     job->started_ns = uv_hrtime();
     job->work(job);
     job->finished_ns = uv_hrtime();
@@ -58,6 +71,7 @@ static void dispatch(struct gateway *gw)
     while ((item = sched_next(&gw->sched)) != NULL) {
         struct gateway_job *job = container_of(item, struct gateway_job, item);
         job->in_libuv = true;
+        job->nice = item->bulk ? gw->bulk_nice : 0;
         /* uv_queue_work fails only for a NULL work callback. */
         if (uv_queue_work(gw->loop, &job->req, gateway_on_work, gateway_on_after_work) < 0)
             abort();
@@ -82,7 +96,9 @@ static void gateway_on_cancel_timer(uv_timer_t *timer)
 void gateway_init(struct gateway *gw, uv_loop_t *loop, enum sched_mode mode, unsigned threads)
 {
     *gw = (struct gateway){.loop = loop};
-    sched_init(&gw->sched, mode, threads);
+    cpu_set_t cpus;
+    unsigned ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 0;
+    sched_init(&gw->sched, mode, threads, ncpu);
     uv_timer_init(loop, &gw->cancel_timer); /* cannot fail */
     uv_unref((uv_handle_t *)&gw->cancel_timer);
 }
@@ -93,6 +109,17 @@ void gateway_close(struct gateway *gw)
         return;
     gw->closing = true;
     uv_close((uv_handle_t *)&gw->cancel_timer, NULL);
+}
+
+int gateway_set_bulk_nice(struct gateway *gw, int nice)
+{
+    struct rlimit lim;
+    /* Setting a thread back to nice 0 needs RLIMIT_NICE >= 20 (or root). */
+    bool can_undo = geteuid() == 0 || (getrlimit(RLIMIT_NICE, &lim) == 0 && lim.rlim_cur >= 20);
+    if (nice != 0 && !can_undo)
+        return UV_EPERM;
+    gw->bulk_nice = nice;
+    return 0;
 }
 
 void gateway_set_mode(struct gateway *gw, enum sched_mode mode)

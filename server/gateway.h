@@ -51,6 +51,7 @@ struct gateway_job {
     struct sched_item item; /* its place in the gateway's queues */
     struct gateway_job *next_cancelled;
     bool in_libuv; /* handed to uv_queue_work, its after-work not yet run */
+    int nice;      /* the worker thread's nice value while it runs the job */
     struct gateway *gateway;
     enum gateway_class cls;
     gateway_work_fn work;
@@ -74,17 +75,27 @@ struct gateway {
     uv_timer_t cancel_timer; /* runs cancelled jobs' done callbacks, later */
     struct gateway_job *cancelled;
     bool closing;
+    int bulk_nice; /* see gateway_set_bulk_nice */
     struct gateway_class_stats stats[GATEWAY_NCLASSES];
 };
 
-/* Sets up GW on LOOP for a pool of THREADS threads under MODE. Its timer
- * does not keep the loop alive; gateway_close closes it. */
+/* Sets up GW on LOOP for a pool of THREADS threads under MODE. Bulk work
+ * may hold at most threads - 1 of them, and no more than the CPUs this
+ * process may run on: more bulk threads than CPUs only take the CPU from
+ * the loop thread and from short work. Its timer does not keep the loop
+ * alive; gateway_close closes it. */
 void gateway_init(struct gateway *gw, uv_loop_t *loop, enum sched_mode mode, unsigned threads);
 
 /* Closes the gateway's handle (run the loop once more to finish). Call it
  * once no job is queued or running: every job holds its connection, so
  * after the last connection is gone. Later submits fail. */
 void gateway_close(struct gateway *gw);
+
+/* Bulk pieces run at nice NICE on their thread (0: no change), so that on a
+ * busy CPU the loop and short jobs get it first. A thread is set back to 0
+ * for short work, which only root or a high enough RLIMIT_NICE may do:
+ * without, this refuses (returns UV_EPERM) and nothing changes. */
+int gateway_set_bulk_nice(struct gateway *gw, int nice);
 
 /* Switches the policy for what waits now and for what comes. */
 void gateway_set_mode(struct gateway *gw, enum sched_mode mode);

@@ -2,11 +2,13 @@
 
 #include <string.h>
 
-void sched_init(struct sched *s, enum sched_mode mode, unsigned threads)
+void sched_init(struct sched *s, enum sched_mode mode, unsigned threads, unsigned bulk_max)
 {
     memset(s, 0, sizeof *s);
     s->mode = mode;
     s->threads = threads > 0 ? threads : 1;
+    unsigned most = s->threads > 1 ? s->threads - 1 : 1;
+    s->bulk_max = bulk_max == 0 || bulk_max > most ? most : bulk_max;
 }
 
 /* ---- the list: all work (fifo), short work (fair) -------------------------- */
@@ -199,8 +201,7 @@ struct sched_item *sched_next(struct sched *s)
     if (s->mode == SCHED_MODE_FIFO)
         return s->head != NULL ? start(s, s->head, false) : NULL;
     /* The reserve: with more than one thread, bulk never takes the last. */
-    unsigned bulk_max = s->threads > 1 ? s->threads - 1 : 1;
-    bool bulk_may = s->ring != NULL && s->running_bulk < bulk_max;
+    bool bulk_may = s->ring != NULL && s->running_bulk < s->bulk_max;
     if (s->head != NULL && !(bulk_may && s->streak >= SCHED_SHORT_STREAK)) {
         if (bulk_may)
             s->streak++;

@@ -12,8 +12,8 @@
  *   - short work first: a job is short when what its response still has to
  *     produce, this job included, is at most SCHED_SHORT_BYTES. Short jobs
  *     start in order of those remaining bytes (SRPT), ties in arrival order.
- *   - a reserve: bulk jobs never hold more than threads - 1 threads, so
- *     short work never waits for a bulk piece to finish.
+ *   - a reserve: bulk jobs never hold more than bulk_max threads (at most
+ *     threads - 1), so short work never waits for a bulk piece to finish.
  *   - no starvation: while bulk work waits and a bulk thread is free, at most
  *     SCHED_SHORT_STREAK short jobs start in a row before a bulk one does.
  *   - bulk shares by bytes across flows (clients): deficit round robin with
@@ -64,6 +64,7 @@ struct sched_counters {
 struct sched {
     enum sched_mode mode;
     unsigned threads;               /* the pool's size */
+    unsigned bulk_max;              /* fair: the most threads bulk work holds */
     unsigned running, running_bulk; /* started and not yet done */
     struct sched_item *head, *tail; /* fifo: all work; fair: short work, by remaining */
     struct sched_flow *ring;        /* fair: buckets holding bulk work; the cursor */
@@ -74,7 +75,10 @@ struct sched {
     struct sched_flow flows[SCHED_FLOWS];
 };
 
-void sched_init(struct sched *s, enum sched_mode mode, unsigned threads);
+/* THREADS: the pool's size. BULK_MAX: the most threads bulk work may hold
+ * under fair, at least 1 and at most threads - 1 when threads > 1 (0: that
+ * maximum). */
+void sched_init(struct sched *s, enum sched_mode mode, unsigned threads, unsigned bulk_max);
 
 /* Switches the policy; what waits is queued again in arrival order. */
 void sched_set_mode(struct sched *s, enum sched_mode mode);

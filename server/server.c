@@ -361,6 +361,9 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     }
     srv->root_len = strlen(srv->root);
     gateway_init(&srv->gateway, loop, (enum sched_mode)cfg->scheduler, cfg->threads);
+    if (gateway_set_bulk_nice(&srv->gateway, (int)cfg->bulk_nice) < 0)
+        log_warn("bulk_nice %u: off (needs root, or LimitNICE=20 to set threads back)",
+                 cfg->bulk_nice);
     for (size_t i = 0; modules[i] != NULL; i++) {
         if (i == SERVER_MODULES_MAX)
             abort(); /* a longer list in main() is a bug */
@@ -466,6 +469,9 @@ void server_reload(struct server *srv)
     }
     *srv->cfg = next;
     log_set_level(next.log_level);
+    if (gateway_set_bulk_nice(&srv->gateway, (int)next.bulk_nice) < 0)
+        log_warn("bulk_nice %u: off (needs root, or LimitNICE=20 to set threads back)",
+                 next.bulk_nice);
     if (next.scheduler != srv->gateway.sched.mode)
         gateway_set_mode(&srv->gateway, (enum sched_mode)next.scheduler);
     for (size_t i = 0; srv->modules[i] != NULL; i++) {

@@ -37,12 +37,14 @@ class Config:
     workers: int = 1
     pinned: bool = True  # server on CPU 0 and its load on CPU 1 (when there are two)
     scheduler: str = "fifo"  # unclog: the order of pool jobs (fifo: libuv's own)
+    flags: tuple = ()  # unclog: more flags, e.g. ("--send-buffer", "256k"), shown in the label
 
     @property
     def label(self):
         """The name in tables and CSVs: "unclog 64k", "unclog auto fair", "nginx sendfile"."""
         label = f"{self.server} {self.setting}" + (" fair" if self.scheduler == "fair" else "")
         label += " +cache" if self.cache else ""
+        label += "".join(" " + f for f in self.flags)
         if self.workers != 1 or not self.pinned:
             label += f" workers {self.workers}" + ("" if self.pinned else " (not pinned)")
         return label
@@ -53,11 +55,13 @@ class Config:
         server, rest = label.split(" ", 1)
         if server != "unclog":
             return cls(server, rest)
+        flags = tuple(rest[rest.index(" --") + 1:].split()) if " --" in rest else ()
+        rest = rest[:rest.index(" --")] if flags else rest
         words = rest.split()
         workers = int(words[words.index("workers") + 1]) if "workers" in words else 1
         return cls(server, words[0], cache="+cache" in words, workers=workers,
                    pinned="(not pinned)" not in rest,
-                   scheduler="fair" if "fair" in words else "fifo")
+                   scheduler="fair" if "fair" in words else "fifo", flags=flags)
 
     @property
     def slug(self):
@@ -136,6 +140,8 @@ class Server:
                # gzip_partition has no auto: partition_min's 64k, its default.
                "--gzip-partition", "64k" if c.setting == "auto" else c.setting,
                "--access-log", "off",
+               # fifo rows are the seed's server: the kernel's own send buffer.
+               *(("--send-buffer", "off") if c.scheduler == "fifo" else ()), *c.flags,
                "--file-cache", "on" if c.cache else "off"]
         return cmd, None, self.logpath, None
 

@@ -66,7 +66,7 @@ static void test_defaults_and_set(void)
     is_int(cfg.threads, 4, "default threads");
     ok(cfg.partition == CONFIG_AUTO_SIZE, "default partition: auto");
     is_int(cfg.partition_min, 64 << 10, "default partition_min");
-    is_int(cfg.partition_max, 4 << 20, "default partition_max");
+    is_int(cfg.partition_max, 1 << 20, "default partition_max");
     is_int(cfg.scheduler, 1, "default scheduler: fair");
     is_int(config_set(&cfg, "gzip_partition", "auto", err), -1, "gzip_partition has no auto");
     is_int(config_set(&cfg, "scheduler", "fifo", err), 0, "scheduler fifo");

@@ -40,7 +40,7 @@ static const char *drain(struct sched *s, bool finish)
 static void test_fifo(void)
 {
     struct sched s;
-    sched_init(&s, SCHED_MODE_FIFO, 2);
+    sched_init(&s, SCHED_MODE_FIFO, 2, 0);
     sched_push(&s, item(0, 16 * MB, 16 * MB, 1));
     sched_push(&s, item(1, 1 * KB, 1 * KB, 2));
     sched_push(&s, item(2, 16 * MB, 16 * MB, 1));
@@ -49,7 +49,7 @@ static void test_fifo(void)
     is_str(drain(&s, false), "2", "fifo: the next one when a thread frees");
     is_int(s.counters.bulk_over_short, 1,
            "fifo: the bulk piece started before a waiting short job");
-    sched_init(&s, SCHED_MODE_FIFO, 1);
+    sched_init(&s, SCHED_MODE_FIFO, 1, 0);
     sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
     sched_push(&s, item(1, 1 * KB, 1 * KB, 2));
     sched_push(&s, item(2, 1 * MB, 15 * MB, 1));
@@ -60,7 +60,7 @@ static void test_fifo(void)
 static void test_short_first(void)
 {
     struct sched s;
-    sched_init(&s, SCHED_MODE_FAIR, 1);
+    sched_init(&s, SCHED_MODE_FAIR, 1, 0);
     sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
     sched_push(&s, item(1, 64 * KB, 100 * KB, 2));
     sched_push(&s, item(2, 0, 0, 3));
@@ -81,7 +81,7 @@ static void test_short_first(void)
 static void test_reserve(void)
 {
     struct sched s;
-    sched_init(&s, SCHED_MODE_FAIR, 4);
+    sched_init(&s, SCHED_MODE_FAIR, 4, 0);
     for (int i = 0; i < 8; i++)
         sched_push(&s, item(i, 1 * MB, 16 * MB, (uint64_t)i));
     is_str(drain(&s, false), "0 1 2", "bulk takes at most threads - 1 of 4 threads");
@@ -94,9 +94,16 @@ static void test_reserve(void)
     sched_done(&s, &items[0]);
     is_str(drain(&s, false), "3", "a freed bulk thread goes to bulk");
 
-    sched_init(&s, SCHED_MODE_FAIR, 1);
+    sched_init(&s, SCHED_MODE_FAIR, 1, 0);
     sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
     is_str(drain(&s, false), "0", "with one thread, bulk may take it");
+
+    sched_init(&s, SCHED_MODE_FAIR, 4, 1);
+    for (int i = 0; i < 3; i++)
+        sched_push(&s, item(i, 1 * MB, 16 * MB, (uint64_t)i));
+    sched_push(&s, item(10, 0, 0, 99));
+    sched_push(&s, item(11, 0, 0, 99));
+    is_str(drain(&s, false), "10 11 0", "bulk_max 1 of 4: one bulk piece, short work beside it");
 }
 
 /* Client 1 keeps ten connections' pieces queued, client 2 one at a time
@@ -105,7 +112,7 @@ static void test_reserve(void)
 static void test_round_robin(void)
 {
     struct sched s;
-    sched_init(&s, SCHED_MODE_FAIR, 2); /* one bulk thread */
+    sched_init(&s, SCHED_MODE_FAIR, 2, 0); /* one bulk thread */
     uint64_t bytes[3] = {0, 0, 0};
     for (int i = 0; i < 10; i++)
         sched_push(&s, item(i, 256 * KB, 16 * MB, 1));
@@ -132,7 +139,7 @@ static void test_round_robin(void)
 static void test_no_starvation(void)
 {
     struct sched s;
-    sched_init(&s, SCHED_MODE_FAIR, 2);
+    sched_init(&s, SCHED_MODE_FAIR, 2, 0);
     sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
     sched_push(&s, item(1, 1 * MB, 16 * MB, 1));
     struct sched_item *running = sched_next(&s); /* item 0 on the bulk thread */
@@ -159,7 +166,7 @@ static void test_no_starvation(void)
 static void test_remove_and_mode(void)
 {
     struct sched s;
-    sched_init(&s, SCHED_MODE_FAIR, 1);
+    sched_init(&s, SCHED_MODE_FAIR, 1, 0);
     sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
     sched_push(&s, item(1, 1 * KB, 1 * KB, 2));
     sched_push(&s, item(2, 1 * MB, 16 * MB, 3));
