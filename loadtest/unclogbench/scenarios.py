@@ -230,6 +230,11 @@ def fairness(session):
     unclogs = [unclog(p) for p in s["partitions"]]
     # The fair gateway beside the fifo sweep: the default (auto) and fixed sizes.
     unclogs += [unclog(p, scheduler="fair") for p in s["fair"]]
+    if session.mode == "full":
+        # Each of the two mechanisms alone: the send buffer's bound with the
+        # seed's queue, and the fair queue with the kernel's own send buffer.
+        unclogs += [unclog("whole", flags=("--send-buffer", "256k")),
+                    unclog("auto", scheduler="fair", flags=("--send-buffer", "off"))]
     if session.mode == "full" and "whole" in s["partitions"]:
         # One-shot reads, but small files served from memory: the GET probe
         # leaves the pool, the gzip probe still queues on it.
