@@ -39,13 +39,15 @@ static int stats_on_request(struct conn *c, const struct request *req)
     }
     const struct sched *sc = &srv->gateway.sched;
     buf_printf(&o,
-               "\"scheduler\":{\"mode\":\"%s\",\"bulk_max\":%u,\"running\":%u,\"running_bulk\":%u,"
+               "\"scheduler\":{\"mode\":\"%s\",\"bulk_max\":%u,\"bulk_cpu_permille\":%" PRIu64
+               ",\"running\":%u,\"running_bulk\":%u,"
                "\"waiting_short\":%zu,\"waiting_bulk\":%zu,\"short_started\":%" PRIu64
                ",\"bulk_started\":%" PRIu64 ",\"bulk_over_short\":%" PRIu64
                ",\"streak_breaks\":%" PRIu64 "},",
-               sc->mode == SCHED_MODE_FAIR ? "fair" : "fifo", sc->bulk_max, sc->running,
-               sc->running_bulk, sc->waiting_short, sc->waiting_bulk, sc->counters.short_started,
-               sc->counters.bulk_started, sc->counters.bulk_over_short, sc->counters.streak_breaks);
+               sc->mode == SCHED_MODE_FAIR ? "fair" : "fifo", sc->bulk_max,
+               srv->gateway.bulk_cpu_permille, sc->running, sc->running_bulk, sc->waiting_short,
+               sc->waiting_bulk, sc->counters.short_started, sc->counters.bulk_started,
+               sc->counters.bulk_over_short, sc->counters.streak_breaks);
     buf_printf(&o, "\"requests\":%" PRIu64 ",\"jobs\":{", srv->requests);
     uint64_t now = uv_now(srv->loop);
     for (int i = 0; i < GATEWAY_NCLASSES; i++) {

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,9 +24,14 @@ static void gateway_on_work(uv_work_t *req)
         setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), job->nice);
         thread_nice = job->nice;
     }
+    struct timespec cpu0, cpu1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
     job->started_ns = uv_hrtime();
     job->work(job);
     job->finished_ns = uv_hrtime();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+    job->cpu_ns = (uint64_t)(cpu1.tv_sec - cpu0.tv_sec) * 1000000000u +
+                  (uint64_t)(cpu1.tv_nsec - cpu0.tv_nsec);
 }
 
 static void count(struct gateway *gw, struct gateway_job *job, int status)
@@ -52,6 +58,19 @@ static void count(struct gateway *gw, struct gateway_job *job, int status)
 
 static void dispatch(struct gateway *gw);
 
+/* Bulk jobs that used the CPU less than half their time waited on the
+ * device: then bulk may hold every thread but the reserve; otherwise no
+ * more threads than CPUs. Smoothed over the last few jobs (1/8 weight). */
+static void adapt_bulk_max(struct gateway *gw, const struct gateway_job *job)
+{
+    uint64_t wall = job->finished_ns - job->started_ns;
+    if (!job->item.bulk || wall == 0)
+        return;
+    uint64_t permille = job->cpu_ns >= wall ? 1000 : job->cpu_ns * 1000 / wall;
+    gw->bulk_cpu_permille = (gw->bulk_cpu_permille * 7 + permille) / 8;
+    sched_set_bulk_max(&gw->sched, gw->bulk_cpu_permille < 500 ? 0 : gw->cpus);
+}
+
 static void gateway_on_after_work(uv_work_t *req, int status)
 {
     struct gateway_job *job = container_of(req, struct gateway_job, req);
@@ -59,6 +78,8 @@ static void gateway_on_after_work(uv_work_t *req, int status)
     job->in_libuv = false;
     sched_done(&gw->sched, &job->item);
     count(gw, job, status);
+    if (status == 0)
+        adapt_bulk_max(gw, job);
     job->done(job, status);
     dispatch(gw);
 }
@@ -97,8 +118,9 @@ void gateway_init(struct gateway *gw, uv_loop_t *loop, enum sched_mode mode, uns
 {
     *gw = (struct gateway){.loop = loop};
     cpu_set_t cpus;
-    unsigned ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 0;
-    sched_init(&gw->sched, mode, threads, ncpu);
+    gw->cpus = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 0;
+    gw->bulk_cpu_permille = 1000; /* until measured: CPU-bound */
+    sched_init(&gw->sched, mode, threads, gw->cpus);
     uv_timer_init(loop, &gw->cancel_timer); /* cannot fail */
     uv_unref((uv_handle_t *)&gw->cancel_timer);
 }

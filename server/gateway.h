@@ -57,6 +57,7 @@ struct gateway_job {
     gateway_work_fn work;
     gateway_done_fn done;
     uint64_t submitted_ns, started_ns, finished_ns;
+    uint64_t cpu_ns; /* CPU time the worker thread spent on it */
 };
 
 /* Counters per class. Times in microseconds. */
@@ -75,7 +76,13 @@ struct gateway {
     uv_timer_t cancel_timer; /* runs cancelled jobs' done callbacks, later */
     struct gateway_job *cancelled;
     bool closing;
-    int bulk_nice; /* see gateway_set_bulk_nice */
+    /* How many threads bulk work may hold adapts to what it waits on: CPU
+     * (warm reads, deflate: no more than the CPUs, or it only takes the CPU
+     * from the loop and short work) or the disk (cold reads: every thread
+     * but the reserve, to keep the device busy). */
+    unsigned cpus;              /* the CPUs this process may run on */
+    uint64_t bulk_cpu_permille; /* recent bulk jobs' CPU time per wall time, smoothed */
+    int bulk_nice;              /* see gateway_set_bulk_nice */
     struct gateway_class_stats stats[GATEWAY_NCLASSES];
 };
 

@@ -7,36 +7,42 @@ void sched_init(struct sched *s, enum sched_mode mode, unsigned threads, unsigne
     memset(s, 0, sizeof *s);
     s->mode = mode;
     s->threads = threads > 0 ? threads : 1;
+    sched_set_bulk_max(s, bulk_max);
+}
+
+void sched_set_bulk_max(struct sched *s, unsigned bulk_max)
+{
     unsigned most = s->threads > 1 ? s->threads - 1 : 1;
     s->bulk_max = bulk_max == 0 || bulk_max > most ? most : bulk_max;
 }
 
-/* ---- the list: all work (fifo), short work (fair) -------------------------- */
+/* ---- queues ------------------------------------------------------------------ */
 
-static void list_insert_before(struct sched *s, struct sched_item *at, struct sched_item *item)
+static void queue_insert_before(struct sched_queue *q, struct sched_item *at,
+                                struct sched_item *item)
 {
     item->next = at;
-    item->prev = at != NULL ? at->prev : s->tail;
+    item->prev = at != NULL ? at->prev : q->tail;
     if (item->prev != NULL)
         item->prev->next = item;
     else
-        s->head = item;
+        q->head = item;
     if (at != NULL)
         at->prev = item;
     else
-        s->tail = item;
+        q->tail = item;
 }
 
-static void list_unlink(struct sched *s, struct sched_item *item)
+static void queue_unlink(struct sched_queue *q, struct sched_item *item)
 {
     if (item->prev != NULL)
         item->prev->next = item->next;
     else
-        s->head = item->next;
+        q->head = item->next;
     if (item->next != NULL)
         item->next->prev = item->prev;
     else
-        s->tail = item->prev;
+        q->tail = item->prev;
 }
 
 /* ---- buckets of bulk work ----------------------------------------------------- */
@@ -82,31 +88,18 @@ static void ring_leave(struct sched *s, struct sched_flow *f)
 
 static void flow_append(struct sched *s, struct sched_flow *f, struct sched_item *item)
 {
-    if (f->head == NULL)
+    if (f->queue.head == NULL)
         ring_join(s, f);
     item->flow = f;
-    item->next = NULL;
-    item->prev = f->tail;
-    if (f->tail != NULL)
-        f->tail->next = item;
-    else
-        f->head = item;
-    f->tail = item;
+    queue_insert_before(&f->queue, NULL, item);
 }
 
 static void flow_unlink(struct sched *s, struct sched_item *item)
 {
     struct sched_flow *f = item->flow;
-    if (item->prev != NULL)
-        item->prev->next = item->next;
-    else
-        f->head = item->next;
-    if (item->next != NULL)
-        item->next->prev = item->prev;
-    else
-        f->tail = item->prev;
+    queue_unlink(&f->queue, item);
     item->flow = NULL;
-    if (f->head == NULL)
+    if (f->queue.head == NULL)
         ring_leave(s, f);
 }
 
@@ -116,12 +109,12 @@ static void flow_unlink(struct sched *s, struct sched_item *item)
  * ends. Returns the job to start, paid for and still queued. */
 static struct sched_item *drr_pick(struct sched *s)
 {
-    while (s->ring->deficit < s->ring->head->cost) {
+    while (s->ring->deficit < s->ring->queue.head->cost) {
         s->ring = s->ring->next;
         s->ring->deficit += SCHED_QUANTUM;
     }
-    s->ring->deficit -= s->ring->head->cost;
-    return s->ring->head;
+    s->ring->deficit -= s->ring->queue.head->cost;
+    return s->ring->queue.head;
 }
 
 /* ---- the policy ------------------------------------------------------------------ */
@@ -131,13 +124,13 @@ static void enqueue(struct sched *s, struct sched_item *item)
     item->bulk = item->remaining > SCHED_SHORT_BYTES;
     item->flow = NULL;
     if (s->mode == SCHED_MODE_FIFO) {
-        list_insert_before(s, NULL, item);
+        queue_insert_before(&s->queue, NULL, item);
     } else if (!item->bulk) {
         /* Fewest remaining bytes first; equal ones in arrival order. */
-        struct sched_item *at = s->head;
+        struct sched_item *at = s->queue.head;
         while (at != NULL && at->remaining <= item->remaining)
             at = at->next;
-        list_insert_before(s, at, item);
+        queue_insert_before(&s->queue, at, item);
     } else {
         flow_append(s, bucket(s, item->flow_id), item);
     }
@@ -161,7 +154,7 @@ void sched_remove(struct sched *s, struct sched_item *item)
     if (item->flow != NULL)
         flow_unlink(s, item);
     else
-        list_unlink(s, item);
+        queue_unlink(&s->queue, item);
     if (item->bulk)
         s->waiting_bulk--;
     else
@@ -199,15 +192,15 @@ struct sched_item *sched_next(struct sched *s)
     if (s->running >= s->threads)
         return NULL;
     if (s->mode == SCHED_MODE_FIFO)
-        return s->head != NULL ? start(s, s->head, false) : NULL;
+        return s->queue.head != NULL ? start(s, s->queue.head, false) : NULL;
     /* The reserve: with more than one thread, bulk never takes the last. */
     bool bulk_may = s->ring != NULL && s->running_bulk < s->bulk_max;
-    if (s->head != NULL && !(bulk_may && s->streak >= SCHED_SHORT_STREAK)) {
+    if (s->queue.head != NULL && !(bulk_may && s->streak >= SCHED_SHORT_STREAK)) {
         if (bulk_may)
             s->streak++;
-        return start(s, s->head, false);
+        return start(s, s->queue.head, false);
     }
-    return bulk_may ? start(s, drr_pick(s), s->head != NULL) : NULL;
+    return bulk_may ? start(s, drr_pick(s), s->queue.head != NULL) : NULL;
 }
 
 void sched_done(struct sched *s, const struct sched_item *item)
@@ -224,7 +217,9 @@ void sched_set_mode(struct sched *s, enum sched_mode mode)
      * connection), then queue it again under the new mode. */
     struct sched_item *all = NULL;
     for (;;) {
-        struct sched_item *it = s->head != NULL ? s->head : s->ring ? s->ring->head : NULL;
+        struct sched_item *it = s->queue.head != NULL ? s->queue.head
+                                : s->ring             ? s->ring->queue.head
+                                                      : NULL;
         if (it == NULL)
             break;
         sched_remove(s, it);

@@ -34,6 +34,12 @@
 enum sched_mode { SCHED_MODE_FIFO, SCHED_MODE_FAIR };
 
 struct sched_flow;
+struct sched_item;
+
+/* A doubly linked queue of items. */
+struct sched_queue {
+    struct sched_item *head, *tail;
+};
 
 /* Embedded in a gateway job: what the policy knows of it. */
 struct sched_item {
@@ -50,7 +56,7 @@ struct sched_item {
 /* A bucket of bulk work; in the ring while it holds items. */
 struct sched_flow {
     struct sched_flow *next, *prev;
-    struct sched_item *head, *tail;
+    struct sched_queue queue;
     uint64_t deficit; /* bytes it may still start in this round */
 };
 
@@ -66,7 +72,7 @@ struct sched {
     unsigned threads;               /* the pool's size */
     unsigned bulk_max;              /* fair: the most threads bulk work holds */
     unsigned running, running_bulk; /* started and not yet done */
-    struct sched_item *head, *tail; /* fifo: all work; fair: short work, by remaining */
+    struct sched_queue queue;       /* fifo: all work; fair: short work, by remaining */
     struct sched_flow *ring;        /* fair: buckets holding bulk work; the cursor */
     size_t waiting_short, waiting_bulk;
     unsigned streak; /* short jobs started in a row while bulk could have */
@@ -79,6 +85,9 @@ struct sched {
  * under fair, at least 1 and at most threads - 1 when threads > 1 (0: that
  * maximum). */
 void sched_init(struct sched *s, enum sched_mode mode, unsigned threads, unsigned bulk_max);
+
+/* Sets the most threads bulk work may hold (clamped as at init). */
+void sched_set_bulk_max(struct sched *s, unsigned bulk_max);
 
 /* Switches the policy; what waits is queued again in arrival order. */
 void sched_set_mode(struct sched *s, enum sched_mode mode);

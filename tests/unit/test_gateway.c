@@ -27,6 +27,12 @@ static void quick_work(struct gateway_job *g)
 {
 }
 
+/* Waits without using the CPU, as a read from a cold disk does. */
+static void sleep_work(struct gateway_job *g)
+{
+    uv_sleep(3);
+}
+
 static void on_done(struct gateway_job *g, int status)
 {
     struct job *j = container_of(g, struct job, g);
@@ -80,6 +86,20 @@ int main(void)
     is_int(gw.stats[GATEWAY_READ].cancelled, 1, "one cancel counted");
     is_int(gw.stats[GATEWAY_READ].completed, 3, "three completions counted");
 
+    gateway_close(&gw);
+    uv_run(&loop, UV_RUN_DEFAULT);
+
+    /* Bulk work that waits on the device may hold every thread but the
+     * reserve; until measured, bulk holds no more threads than CPUs. */
+    gateway_init(&gw, &loop, SCHED_MODE_FAIR, 4);
+    gw.cpus = 1;
+    sched_set_bulk_max(&gw.sched, gw.cpus);
+    is_int(gw.sched.bulk_max, 1, "bulk starts limited to the CPUs (one here)");
+    static struct job waits[12];
+    for (int i = 0; i < 12; i++)
+        submit(&gw, &waits[i], 10 + i, 16 << 20, sleep_work);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    is_int(gw.sched.bulk_max, 3, "after bulk jobs that waited without CPU: threads - 1");
     gateway_close(&gw);
     uv_run(&loop, UV_RUN_DEFAULT);
     is_int(uv_loop_close(&loop), 0, "the loop closes clean");
