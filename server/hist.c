@@ -40,11 +40,8 @@ void hist_add(struct hist *h, uint64_t now_ms, uint64_t value)
     struct hist_slot *s = slot_for(h, now_ms);
     s->bucket[hist_bucket(value)]++;
     s->count++;
-    s->sum += value;
     if (value > s->max)
         s->max = value;
-    h->count++;
-    h->sum += value;
 }
 
 static bool in_window(const struct hist_slot *s, uint64_t now_ms)

@@ -14,13 +14,12 @@
 
 struct hist_slot {
     uint64_t start_ms; /* the slot's first millisecond; values older are gone */
-    uint64_t count, sum, max;
+    uint64_t count, max;
     uint32_t bucket[HIST_BUCKETS];
 };
 
 struct hist {
     struct hist_slot slot[HIST_SLOTS];
-    uint64_t count, sum; /* since the start, for /metrics-style totals */
 };
 
 /* What the window holds now: percentiles are bucket upper bounds. */
