@@ -80,7 +80,7 @@ static void parts_release(struct pump_source *src)
     free(p);
 }
 
-static const struct pump_source_ops parts_ops = {parts_fill, parts_release};
+static const struct pump_source_ops parts_ops = {.fill = parts_fill, .release = parts_release};
 
 struct pump_source *byteranges_source(int fd, uint64_t size, const struct range *ranges, int count,
                                       const char *type, struct pump_pieces pieces, uint64_t *length,

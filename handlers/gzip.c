@@ -144,7 +144,8 @@ static void deflate_release(struct pump_source *src)
     free(d);
 }
 
-static const struct pump_source_ops deflate_ops = {deflate_fill, deflate_release};
+static const struct pump_source_ops deflate_ops = {.fill = deflate_fill,
+                                                   .release = deflate_release};
 
 /* A deflate source with a gzip wrapper, slices of SLICE input bytes and
  * output slots sized for one slice. Returns NULL when out of memory. */

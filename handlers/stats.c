@@ -33,6 +33,12 @@ static int stats_on_request(struct conn *c, const struct request *req)
                "\"connections\":{\"active\":%" PRIu64 ",\"accepted\":%" PRIu64
                ",\"refused\":%" PRIu64 "},",
                srv->active, srv->accepted, srv->refused);
+    /* Buffers held against max_buffer_memory, and responses that waited for it. */
+    const struct budget *b = &srv->budget;
+    buf_printf(&o,
+               "\"memory\":{\"budget\":%zu,\"held\":%zu,\"peak\":%zu,\"waiting\":%zu,"
+               "\"waits\":%" PRIu64 ",\"waited_ms_total\":%" PRIu64 "},",
+               b->max, b->held, b->peak, b->waiting, b->waits, b->waited_ms);
     for (size_t i = 0; srv->modules[i] != NULL; i++) {
         if (srv->modules[i]->stats != NULL)
             srv->modules[i]->stats(srv, srv->module_state[i], &o);

@@ -103,6 +103,8 @@ static const struct key keys[] = {
     {"send_buffer", KEY_SIZE, FIELD(send_buffer), 4096, 64 * MIB, "256k", "SIZE|off",
      "socket send buffer per connection (SO_SNDBUF): bounds the bytes one write hands the "
      "kernel, so one big piece cannot hold the loop"},
+    {"max_buffer_memory", KEY_SIZE, FIELD(max_buffer_memory), 1, 1ULL << 40, "256m", "SIZE",
+     "request and response buffers held at once per worker: beyond it work waits its turn"},
     {"send_timeout", KEY_MS, FIELD(send_timeout), 1, 3600000, "30s", "TIME",
      "longest time a client may take no bytes of its response"},
 };

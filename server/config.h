@@ -57,6 +57,7 @@ struct config {
     unsigned keepalive_timeout; /* idle time between requests */
     unsigned send_timeout;      /* time a client may read none of its response */
     size_t send_buffer;         /* SO_SNDBUF of each connection; 0: the kernel's own */
+    size_t max_buffer_memory;   /* the budget of server/budget.h, per worker */
 };
 
 /* What the command line asked for besides settings. */

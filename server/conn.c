@@ -286,7 +286,7 @@ int conn_accept(struct server *srv, int fd)
     srv->conns = c;
     c->pprev = &srv->conns;
     srv->active++;
-    pump_init(&c->pump, (uv_stream_t *)&c->tcp, &srv->gateway, 0, conn__on_pump_done);
+    pump_init(&c->pump, (uv_stream_t *)&c->tcp, &srv->gateway, &srv->budget, 0, conn__on_pump_done);
     /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
     llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
     strict_lines_init(&c->lines);

@@ -8,27 +8,27 @@
 #include "server/config.h"
 #include "server/util.h"
 
-/* Buffers above this size (the `whole` mode) are freed after each response
- * rather than kept for the connection's next one. */
-#define KEEP_BUFFER_MAX MIB
-
 static const char crlf[] = "\r\n";
 static const char last_chunk[] = "0\r\n\r\n";
 
 static void fill_next(struct pump *pump);
 
-void pump_init(struct pump *pump, uv_stream_t *stream, struct gateway *gateway, uint64_t flow,
-               pump_done_fn done)
+void pump_init(struct pump *pump, uv_stream_t *stream, struct gateway *gateway,
+               struct budget *budget, uint64_t flow, pump_done_fn done)
 {
-    *pump = (struct pump){
-        .stream = stream, .gateway = gateway, .flow = flow, .done = done, .filling = -1};
+    *pump = (struct pump){.stream = stream,
+                          .gateway = gateway,
+                          .budget = budget,
+                          .flow = flow,
+                          .done = done,
+                          .filling = -1};
     for (int i = 0; i < 2; i++)
         pump->slots[i].pump = pump;
 }
 
 bool pump_busy(const struct pump *pump)
 {
-    return pump->filling >= 0 || pump->slots[0].busy || pump->slots[1].busy;
+    return pump->filling >= 0 || pump->slots[0].busy || pump->slots[1].busy || pump->waiting;
 }
 
 void pump_free(struct pump *pump)
@@ -49,8 +49,11 @@ static void finish_if_idle(struct pump *pump)
         return;
     pump->src->ops->release(pump->src);
     pump->src = NULL;
-    if (pump->alloc > KEEP_BUFFER_MAX)
-        pump_free(pump);
+    pump_free(pump);
+    size_t held = pump->held;
+    pump->held = 0;
+    /* May start other responses that waited for this memory. */
+    budget_give(pump->budget, held);
     pump->done(pump, pump->failed || !pump->eof ? UV_ECANCELED : 0);
 }
 
@@ -128,29 +131,52 @@ static void fill_after_work(struct gateway_job *job, int status)
     finish_if_idle(pump);
 }
 
-/* Starts a fill into a free slot, if there is one and none is in flight. */
+/* A free slot with a buffer: the first slot's memory came with the
+ * reservation, the second's only if the budget has room now (else the
+ * response goes on with one slot). Returns NULL when none is free. */
+static struct pump_slot *free_slot(struct pump *pump)
+{
+    struct pump_slot *s = pump->slots, *slot = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (!s[i].busy && (slot == NULL || (slot->buf == NULL && s[i].buf != NULL)))
+            slot = &s[i];
+    }
+    if (slot == NULL || slot->buf != NULL)
+        return slot;
+    bool first = s[0].buf == NULL && s[1].buf == NULL;
+    if (!first && !budget_try(pump->budget, pump->alloc))
+        return NULL;
+    slot->buf = malloc(pump->alloc);
+    if (slot->buf == NULL) {
+        if (!first)
+            budget_give(pump->budget, pump->alloc);
+        pump->failed = true;
+        return NULL;
+    }
+    if (!first)
+        pump->held += pump->alloc;
+    return slot;
+}
+
+/* Starts a fill into a free slot, if there is one, none is in flight and
+ * the source has input. */
 static void fill_next(struct pump *pump)
 {
-    if (pump->filling >= 0)
+    if (pump->filling >= 0 || pump->waiting)
         return;
-    int i = !pump->slots[0].busy ? 0 : !pump->slots[1].busy ? 1 : -1;
-    if (i < 0)
+    struct pump_source *src = pump->src;
+    if (src->ops->ready != NULL && !src->ops->ready(src))
         return;
-    struct pump_slot *slot = &pump->slots[i];
-    if (slot->buf == NULL) {
-        slot->buf = malloc(pump->alloc);
-        if (slot->buf == NULL) {
-            pump->failed = true;
-            return;
-        }
-    }
+    struct pump_slot *slot = free_slot(pump);
+    if (slot == NULL)
+        return;
+    int i = (int)(slot - pump->slots);
     slot->busy = true;
     pump->filling = i;
     pump->fill.src = pump->src;
     pump->fill.buf = slot->buf;
     /* partition = auto: small pieces while short work waits, so that it
      * finds a thread soon; large ones otherwise, for throughput. */
-    struct pump_source *src = pump->src;
     bool small = src->small != 0 && gateway_short_waiting(pump->gateway);
     pump->fill.cap = small ? src->small : src->buf_size;
     uint64_t cost = pump->fill.cap < src->remaining ? pump->fill.cap : src->remaining;
@@ -164,6 +190,17 @@ static void fill_next(struct pump *pump)
     }
 }
 
+static void on_granted(struct budget_waiter *w)
+{
+    struct pump *pump = container_of(w, struct pump, wait);
+    uint64_t now = uv_now(pump->stream->loop);
+    pump->budget->waited_ms += now - pump->wait_start;
+    pump->waiting = false;
+    pump->held = w->bytes;
+    fill_next(pump);
+    finish_if_idle(pump);
+}
+
 int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
                bool chunked)
 {
@@ -171,24 +208,38 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
      * still fits uv_buf_t's 32-bit length (it then takes a few reads). */
     if (src->buf_size > GIB)
         src->buf_size = GIB;
-    /* Slot buffers are reused while they are big enough. */
-    if (src->buf_size > pump->alloc) {
-        pump_free(pump);
-        pump->alloc = src->buf_size;
-    }
+    pump->alloc = src->buf_size;
     pump->src = src;
     pump->head = head;
     pump->head_len = head_len;
     pump->sent = 0;
     pump->chunked = chunked;
     pump->eof = pump->failed = pump->stopping = false;
+    size_t need = src->held + src->buf_size;
+    if (!budget_take(pump->budget, &pump->wait, need, on_granted)) {
+        pump->waiting = true;
+        pump->wait_start = uv_now(pump->stream->loop);
+        return 0;
+    }
+    pump->held = need;
     fill_next(pump);
     if (pump->failed) {
         pump->src = NULL;
         src->ops->release(src);
+        pump_free(pump);
+        budget_give(pump->budget, pump->held);
+        pump->held = 0;
         return UV_ENOMEM;
     }
     return 0;
+}
+
+void pump_kick(struct pump *pump)
+{
+    if (pump->src == NULL || pump->eof || pump->failed || pump->stopping)
+        return;
+    fill_next(pump);
+    finish_if_idle(pump);
 }
 
 void pump_stop(struct pump *pump)
@@ -196,6 +247,10 @@ void pump_stop(struct pump *pump)
     if (pump->src == NULL)
         return;
     pump->stopping = true;
+    if (pump->waiting) {
+        pump->waiting = false;
+        budget_cancel(pump->budget, &pump->wait);
+    }
     if (pump->filling >= 0)
         gateway_cancel(&pump->fill.job);
     finish_if_idle(pump);
@@ -270,7 +325,7 @@ static void file_release(struct pump_source *src)
     free(fs);
 }
 
-static const struct pump_source_ops file_ops = {file_fill, file_release};
+static const struct pump_source_ops file_ops = {.fill = file_fill, .release = file_release};
 
 struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len,
                                      struct pump_pieces pieces)

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <uv.h>
 
+#include "server/budget.h"
 #include "server/gateway.h"
 
 /* The chunked reader. A pump moves bytes that a *source* produces on the
@@ -15,7 +16,12 @@
  * At most one fill is in flight, and a fill starts only when a slot is free,
  * i.e. when its previous contents have been written to the socket. With two
  * slots, a response never holds more than two buffers of source->buf_size
- * bytes, however large the file and however slow the client. */
+ * bytes, however large the file and however slow the client.
+ *
+ * The memory comes from the server's budget (server/budget.h): a response
+ * starts once its source's own buffers and one slot are reserved, and uses
+ * a second slot only when the budget has room for it then. Slots are freed
+ * when the response ends, so an idle connection holds none. */
 
 struct pump_source;
 
@@ -26,6 +32,10 @@ struct pump_source_ops {
     int (*fill)(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof);
     /* Loop thread: release everything the source owns, itself included. */
     void (*release)(struct pump_source *src);
+    /* Optional, loop thread: whether a fill would have input now. A source
+     * fed from elsewhere (a request body) says no until it has some, and
+     * then calls pump_kick. */
+    bool (*ready)(struct pump_source *src);
 };
 
 struct pump_source {
@@ -34,6 +44,7 @@ struct pump_source {
     size_t buf_size;        /* bytes per slot: the largest piece */
     size_t small;           /* not 0: the piece while short work waits (partition = auto) */
     uint64_t remaining;     /* bytes still to produce; fill keeps it current */
+    size_t held;            /* bytes the source itself holds (input, zlib): budgeted */
 };
 
 /* How a source cuts its input: pieces of SIZE bytes (CONFIG_WHOLE: one),
@@ -74,23 +85,28 @@ struct pump_fill {
 struct pump {
     uv_stream_t *stream;
     struct gateway *gateway;
-    uint64_t flow; /* the client, for the gateway's shares */
+    struct budget *budget;
+    struct budget_waiter wait; /* queued for the reservation */
+    size_t held;               /* bytes of the budget this response holds */
+    uint64_t wait_start;       /* uv_now() when the reservation started waiting */
+    uint64_t flow;             /* the client, for the gateway's shares */
     pump_done_fn done;
     struct pump_source *src; /* NULL when idle */
     struct pump_fill fill;
     struct pump_slot slots[2];
-    size_t alloc;     /* size of each slot's buffer, kept across responses */
+    size_t alloc;     /* size of each slot's buffer in this response */
     int filling;      /* slot being filled, or -1 */
     const char *head; /* response head, sent with the first piece */
     size_t head_len;
     unsigned long long sent; /* body bytes handed to the socket (framing excluded) */
     bool chunked, eof, failed, stopping;
+    bool waiting; /* for the budget */
 };
 
 /* Prepares an idle pump writing to STREAM, its fills submitted to GATEWAY
- * on behalf of client FLOW. */
-void pump_init(struct pump *pump, uv_stream_t *stream, struct gateway *gateway, uint64_t flow,
-               pump_done_fn done);
+ * on behalf of client FLOW, its buffers taken from BUDGET. */
+void pump_init(struct pump *pump, uv_stream_t *stream, struct gateway *gateway,
+               struct budget *budget, uint64_t flow, pump_done_fn done);
 
 /* Streams SRC after HEAD (not copied: it must live until DONE) with
  * Transfer-Encoding chunked framing if CHUNKED. Takes ownership of SRC even on
@@ -98,14 +114,20 @@ void pump_init(struct pump *pump, uv_stream_t *stream, struct gateway *gateway, 
 int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
                bool chunked);
 
-/* True while a fill is on the pool or a write is in the socket's queue. */
+/* True while a fill is on the pool, a write is in the socket's queue or the
+ * response waits for the budget. */
 bool pump_busy(const struct pump *pump);
+
+/* The source has input again (see pump_source_ops.ready): fill if a slot
+ * is free. */
+void pump_kick(struct pump *pump);
 
 /* The connection is closing: cancel what can be cancelled; DONE runs once
  * the last fill and write are back. */
 void pump_stop(struct pump *pump);
 
-/* Frees the slots' buffers. The pump must not be busy. */
+/* Frees the slots' buffers (the budget is the response's to give back).
+ * The pump must not be busy. */
 void pump_free(struct pump *pump);
 
 /* Bytes per threadpool job for LEN bytes of input at PARTITION

@@ -361,6 +361,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     }
     srv->root_len = strlen(srv->root);
     gateway_init(&srv->gateway, loop, (enum sched_mode)cfg->scheduler, cfg->threads);
+    budget_init(&srv->budget, cfg->max_buffer_memory);
     if (gateway_set_bulk_nice(&srv->gateway, (int)cfg->bulk_nice) < 0)
         log_warn("bulk_nice %u: off (needs root, or LimitNICE=20 to set threads back)",
                  cfg->bulk_nice);
@@ -474,6 +475,7 @@ void server_reload(struct server *srv)
                  next.bulk_nice);
     if (next.scheduler != srv->gateway.sched.mode)
         gateway_set_mode(&srv->gateway, (enum sched_mode)next.scheduler);
+    budget_set_max(&srv->budget, next.max_buffer_memory);
     for (size_t i = 0; srv->modules[i] != NULL; i++) {
         if (srv->modules[i]->reload != NULL)
             srv->modules[i]->reload(srv, srv->module_state[i]);

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <uv.h>
 
+#include "server/budget.h"
 #include "server/config.h"
 #include "server/gateway.h"
 #include "server/log.h"
@@ -36,6 +37,7 @@ struct server {
     uv_timer_t tick; /* 1 s: refreshes the Date header, flushes the access log */
     struct access_log access;
     struct gateway gateway;                 /* the one door to the threadpool */
+    struct budget budget;                   /* what buffers may hold at once */
     const struct module *const *modules;    /* main()'s list, NULL-terminated */
     void *module_state[SERVER_MODULES_MAX]; /* each module's own, by index */
     char root[PATH_MAX]; /* realpath of cfg->root: the boundary no request crosses */

@@ -1,0 +1,64 @@
+#ifndef UNCLOG_BUDGET_H
+#define UNCLOG_BUDGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The memory budget for request and response buffers (max_buffer_memory):
+ * pump slots, `whole` pieces, /gzip input slices and zlib's state. What
+ * does not fit waits, first come first served, until a response gives its
+ * memory back; nothing is refused. A response reserves at once what it
+ * needs to make progress (its source's buffers and one slot), so that a
+ * holder never waits for more and every wait ends.
+ *
+ * Small reservations (BUDGET_SMALL or less: a small file, a 64k slice)
+ * have a lane of their own, with a reserve of max/8 beyond the budget, so
+ * that a few clients stalling big downloads cannot make a small page wait
+ * behind them. Pure: no libuv, no clock; one per server, on its loop. */
+
+#define BUDGET_SMALL ((size_t)128 << 10)
+
+struct budget_waiter {
+    struct budget_waiter *next;
+    size_t bytes;
+    /* Runs from budget_give or budget_set_max once BYTES are taken for it. */
+    void (*granted)(struct budget_waiter *w);
+    bool queued;
+};
+
+struct budget_queue {
+    struct budget_waiter *head, **tail;
+};
+
+struct budget {
+    size_t max, held, peak;
+    struct budget_queue small, big; /* each first come, first served */
+    size_t waiting;                 /* in the queues now */
+    uint64_t waits;                 /* reservations that had to wait */
+    uint64_t waited_ms;             /* their time in the queue (the caller adds it) */
+};
+
+void budget_init(struct budget *b, size_t max);
+
+/* Takes BYTES for W now if they fit and nobody in their lane waits, and
+ * returns true; otherwise queues W, returns false and calls W->granted
+ * later. A reservation larger than the whole budget is taken when nothing
+ * else is held, so it runs alone rather than never. */
+bool budget_take(struct budget *b, struct budget_waiter *w, size_t bytes,
+                 void (*granted)(struct budget_waiter *w));
+
+/* Takes BYTES only if they fit within the budget now and nobody waits (an
+ * extra that helps but is not needed, like a second slot). Never queues. */
+bool budget_try(struct budget *b, size_t bytes);
+
+/* Gives BYTES back, then grants the waiters that now fit. */
+void budget_give(struct budget *b, size_t bytes);
+
+/* Takes a queued W out of its queue; nothing was taken for it. */
+void budget_cancel(struct budget *b, struct budget_waiter *w);
+
+/* A reload: the new MAX applies to what comes and to who waits. */
+void budget_set_max(struct budget *b, size_t max);
+
+#endif

@@ -1,0 +1,107 @@
+/* The buffer budget: fits, first come first served, cancel, the lone big
+ * reservation, the small lane and its reserve, a reload. */
+#include "server/budget.h"
+#include "tests/tap.h"
+
+#define M ((size_t)1 << 20)
+#define K ((size_t)1 << 10)
+
+static size_t order[8];
+static int granted_n;
+
+static void on_granted(struct budget_waiter *w)
+{
+    order[granted_n++] = w->bytes;
+}
+
+static void test_fifo(void)
+{
+    struct budget b;
+    struct budget_waiter w1, w2, w3;
+    budget_init(&b, 100 * M);
+    granted_n = 0;
+    ok(budget_take(&b, &w1, 60 * M, on_granted), "60 of 100: taken now");
+    ok(!budget_take(&b, &w2, 50 * M, on_granted), "50 more does not fit: waits");
+    ok(!budget_take(&b, &w3, 10 * M, on_granted), "10 fits, but someone waits: waits too");
+    ok(!budget_try(&b, 10 * M), "an extra is refused while someone waits");
+    is_int(b.waiting, 2, "two waiting");
+    budget_give(&b, 60 * M);
+    is_int(granted_n, 2, "the 60 back: both granted");
+    is_int(order[0], 50 * M, "in arrival order");
+    is_int(order[1], 10 * M, "then the second");
+    is_int(b.held, 60 * M, "50 + 10 held");
+    is_int(b.peak, 60 * M, "peak is 60");
+    is_int(b.waits, 2, "two waits counted");
+    ok(budget_try(&b, 40 * M), "an extra that fits with nobody waiting");
+    ok(!budget_try(&b, 1), "and none beyond the budget");
+    budget_give(&b, 100 * M);
+    is_int(b.held, 0, "all given back");
+}
+
+static void test_cancel_and_big(void)
+{
+    struct budget b;
+    struct budget_waiter w1, w2, w3;
+    budget_init(&b, 100 * M);
+    granted_n = 0;
+    ok(budget_take(&b, &w1, 30 * M, on_granted), "30 taken");
+    ok(!budget_take(&b, &w2, 500 * M, on_granted), "500 waits for the budget to empty");
+    ok(!budget_take(&b, &w3, 20 * M, on_granted), "20 waits behind it");
+    budget_cancel(&b, &w2);
+    is_int(granted_n, 1, "cancelling the 500 lets the 20 in");
+    is_int(order[0], 20 * M, "the 20");
+    is_int(b.waiting, 0, "nobody waits");
+    ok(!budget_take(&b, &w2, 500 * M, on_granted), "500 again: waits");
+    budget_give(&b, 30 * M);
+    is_int(granted_n, 1, "20 still held: the 500 waits");
+    budget_give(&b, 20 * M);
+    is_int(granted_n, 2, "empty: the 500 runs alone");
+    is_int(b.held, 500 * M, "held beyond the budget, alone");
+    ok(!budget_try(&b, 1), "nothing else meanwhile");
+    budget_give(&b, 500 * M);
+}
+
+static void test_small_lane(void)
+{
+    struct budget b;
+    struct budget_waiter big1, big2, s[3];
+    budget_init(&b, 1 * M);
+    granted_n = 0;
+    ok(budget_take(&b, &big1, 1 * M, on_granted), "a big response takes the whole budget");
+    ok(!budget_take(&b, &big2, 512 * K, on_granted), "the next big one waits");
+    ok(budget_take(&b, &s[0], 64 * K, on_granted), "a small one does not wait behind it");
+    ok(budget_take(&b, &s[1], 64 * K, on_granted), "nor a second: the reserve is max/8");
+    ok(!budget_take(&b, &s[2], 64 * K, on_granted), "the reserve spent, a third small one waits");
+    is_int(b.held, 1 * M + 128 * K, "held: the budget and its reserve, no more");
+    budget_give(&b, 64 * K);
+    is_int(granted_n, 1, "a small one back: the small one waiting goes first");
+    is_int(order[0], 64 * K, "the small one");
+    budget_give(&b, 1 * M);
+    is_int(granted_n, 2, "the big one back: the waiting big one starts");
+    is_int(order[1], 512 * K, "the 512k");
+    budget_give(&b, 640 * K);
+}
+
+static void test_set_max(void)
+{
+    struct budget b;
+    struct budget_waiter w1, w2;
+    budget_init(&b, 100 * M);
+    granted_n = 0;
+    ok(budget_take(&b, &w1, 80 * M, on_granted), "80 taken");
+    ok(!budget_take(&b, &w2, 80 * M, on_granted), "80 more waits");
+    budget_set_max(&b, 200 * M);
+    is_int(granted_n, 1, "a larger budget grants the waiter");
+    budget_set_max(&b, 50 * M);
+    is_int(b.held, 160 * M, "a smaller one takes nothing back");
+    ok(!budget_try(&b, 1), "but lets nothing more in");
+}
+
+int main(void)
+{
+    test_fifo();
+    test_cancel_and_big();
+    test_small_lane();
+    test_set_max();
+    return tap_done();
+}
