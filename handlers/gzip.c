@@ -6,100 +6,58 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "server/config.h"
 #include "server/server.h"
 #include "server/util.h"
 
-#define BODY_CHUNK (64 * 1024)
-
-/* The request body, owned by the connection's state until the request is
- * complete, then by the deflate source. */
-struct body {
-    char *data;
-    size_t len, cap, max;
-};
+/* What one z_stream holds (zlib's formula for deflate's memory, windowBits
+ * 15 and memLevel 8, plus its state): counted against the budget. */
+#define DEFLATE_MEMORY (((size_t)1 << (15 + 2)) + ((size_t)1 << (8 + 9)) + 8 * KIB)
 
 /* Deflates its input in slices on the pool, one slice per job: a request
- * body in memory, or a file read a slice at a time. Owns the input, the
- * file and the z_stream. */
+ * body as it arrives, or a file read a slice at a time. Owns the input
+ * buffer, the file and the z_stream, which the first job sets up (so that
+ * a response waiting for the budget holds none of it). */
 struct deflate_source {
     struct pump_source base;
     z_stream z;
-    struct body body;   /* the input: a request body, or the file's read buffer */
-    bool from_file;     /* input read from fd, else the body */
-    int fd;             /* the file until its last read, else -1 */
-    uint64_t file_left; /* file bytes not read yet */
-    uint64_t file_offset;
-    size_t slice;     /* input bytes per job */
-    size_t slice_end; /* end of the slice being deflated, within body */
+    bool z_ready;
+    char *in;      /* the input: allocated once the budget has it */
+    size_t in_cap; /* its size: one slice */
+    size_t slice;  /* input bytes per job */
     bool last_slice;
+    /* a request body: what has arrived and what zlib has been given of it */
+    struct conn *conn; /* NULL for a file */
+    size_t in_len, in_pos;
+    uint64_t body_len, body_max;
+    uint64_t body_left; /* announced by Content-Length and not arrived yet */
+    bool chunked, body_done;
+    /* a file */
+    int fd; /* until its last read, else -1 */
+    uint64_t file_left, file_offset;
 };
 
-static void body_free(void *state)
-{
-    struct body *b = state;
-    free(b->data);
-    free(b);
-}
-
-static int gzip_on_headers(struct conn *c, const struct request *req)
-{
-    size_t max = conn_server(c)->cfg->gzip_max_body;
-    if (req->has_length && req->content_length > max)
-        return 413;
-    struct body *b = calloc(1, sizeof *b);
-    if (b == NULL)
-        return 503;
-    b->max = max;
-    conn_set_state(c, b, body_free);
-    return 0;
-}
-
-static int gzip_on_body(struct conn *c, const char *at, size_t len)
-{
-    struct body *b = conn_state(c);
-    if (len > b->max - b->len)
-        return 413;
-    if (b->len + len > b->cap) {
-        /* Grow with what arrives, not with what Content-Length promises: a
-         * client announcing 16m and sending a trickle costs a trickle. */
-        size_t want = b->cap * 2 > BODY_CHUNK ? b->cap * 2 : BODY_CHUNK;
-        if (want < b->len + len)
-            want = b->len + len;
-        if (want > b->max)
-            want = b->max;
-        char *grown = realloc(b->data, want);
-        if (grown == NULL)
-            return 503;
-        b->data = grown;
-        b->cap = want;
-    }
-    memcpy(b->data + b->len, at, len);
-    b->len += len;
-    return 0;
-}
-
-/* Puts the next slice of input in front of zlib: the next part of the
- * body, or the next read of the file. Returns 0 or a negative errno. */
+/* Worker thread: puts the next slice of input in front of zlib: the next
+ * part of the body, or the next read of the file. Returns 0 or -errno. */
 static int next_slice(struct deflate_source *d)
 {
     z_stream *z = &d->z;
-    if (!d->from_file) {
-        size_t pos = d->slice_end;
-        size_t left = d->body.len - pos;
-        d->slice_end = pos + (left < d->slice ? left : d->slice);
-        /* An empty body has no buffer, and NULL + 0 is undefined behaviour. */
-        z->next_in = d->body.data ? (Bytef *)d->body.data + pos : Z_NULL;
-        z->avail_in = (uInt)(d->slice_end - pos);
-        d->last_slice = d->slice_end == d->body.len;
+    if (d->conn != NULL) {
+        size_t take = d->in_len - d->in_pos < d->slice ? d->in_len - d->in_pos : d->slice;
+        /* An empty body has no bytes, and NULL + 0 is undefined behaviour. */
+        z->next_in = take ? (Bytef *)d->in + d->in_pos : Z_NULL;
+        z->avail_in = (uInt)take;
+        d->in_pos += take;
+        d->last_slice = d->body_done && d->in_pos == d->in_len;
         return 0;
     }
     size_t got = d->file_left < d->slice ? (size_t)d->file_left : d->slice;
-    int rc = pump_pread_all(d->fd, d->body.data, got, d->file_offset);
+    int rc = pump_pread_all(d->fd, d->in, got, d->file_offset);
     if (rc < 0)
         return rc;
     d->file_offset += got;
     d->file_left -= got;
-    z->next_in = (Bytef *)d->body.data;
+    z->next_in = (Bytef *)d->in;
     z->avail_in = (uInt)got;
     d->last_slice = d->file_left == 0;
     if (d->last_slice) {
@@ -113,6 +71,15 @@ static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *
 {
     struct deflate_source *d = container_of(src, struct deflate_source, base);
     z_stream *z = &d->z;
+    if (d->in == NULL)
+        return -ENOMEM;
+    if (!d->z_ready) {
+        /* windowBits 15 + 16: a gzip wrapper rather than zlib's. */
+        if (deflateInit2(z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+            Z_OK)
+            return -ENOMEM;
+        d->z_ready = true;
+    }
     if (z->avail_in == 0 && !d->last_slice) {
         int rc = next_slice(d);
         if (rc < 0)
@@ -130,8 +97,26 @@ static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *
     *len = cap - z->avail_out;
     *eof = rc == Z_STREAM_END;
     /* Input bytes not deflated yet: what the response still costs. */
-    src->remaining = z->avail_in + (d->from_file ? d->file_left : d->body.len - d->slice_end);
+    src->remaining =
+        z->avail_in + (d->conn != NULL ? d->in_len - d->in_pos + d->body_left : d->file_left);
     return 0;
+}
+
+/* Loop thread, when the pump has a slot free: whether a job has input. A
+ * body short of a slice opens the connection's window for the rest, and
+ * reading pauses again once the slice is there (or while a job runs). */
+static bool deflate_ready(struct pump_source *src)
+{
+    struct deflate_source *d = container_of(src, struct deflate_source, base);
+    if (d->in == NULL && (d->in = malloc(d->in_cap)) == NULL)
+        return true; /* the job fails, and the response with it */
+    if (d->conn == NULL || d->z.avail_in > 0 || d->body_done || d->in_len - d->in_pos >= d->slice)
+        return true;
+    memmove(d->in, d->in + d->in_pos, d->in_len - d->in_pos);
+    d->in_len -= d->in_pos;
+    d->in_pos = 0;
+    conn_body_window(d->conn, d->in_cap - d->in_len);
+    return false;
 }
 
 static void deflate_release(struct pump_source *src)
@@ -139,13 +124,14 @@ static void deflate_release(struct pump_source *src)
     struct deflate_source *d = container_of(src, struct deflate_source, base);
     if (d->fd >= 0)
         close(d->fd);
-    deflateEnd(&d->z);
-    free(d->body.data);
+    if (d->z_ready)
+        deflateEnd(&d->z);
+    free(d->in);
     free(d);
 }
 
-static const struct pump_source_ops deflate_ops = {.fill = deflate_fill,
-                                                   .release = deflate_release};
+static const struct pump_source_ops deflate_ops = {
+    .fill = deflate_fill, .release = deflate_release, .ready = deflate_ready};
 
 /* A deflate source with a gzip wrapper, slices of SLICE input bytes and
  * output slots sized for one slice. Returns NULL when out of memory. */
@@ -154,50 +140,86 @@ static struct deflate_source *deflate_new(size_t slice)
     struct deflate_source *d = calloc(1, sizeof *d);
     if (d == NULL)
         return NULL;
-    /* windowBits 15 + 16: a gzip wrapper rather than zlib's. */
-    if (deflateInit2(&d->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-        Z_OK) {
-        free(d);
-        return NULL;
-    }
     d->fd = -1;
-    d->slice = slice;
+    d->slice = d->in_cap = slice ? slice : 1;
     d->base = (struct pump_source){
         .ops = &deflate_ops,
         .cls = GATEWAY_GZIP,
-        .buf_size = deflateBound(&d->z, (uLong)d->slice) + 64,
+        /* A stream's bound without the stream: zlib's most conservative. */
+        .buf_size = deflateBound(Z_NULL, (uLong)d->slice) + 64,
+        .held = d->in_cap + DEFLATE_MEMORY,
     };
     return d;
 }
 
+/* ---- POST /gzip ------------------------------------------------------------ */
+
+static int gzip_on_headers(struct conn *c, const struct request *req)
+{
+    if (req->has_length && req->content_length > conn_server(c)->cfg->gzip_max_body)
+        return 413;
+    return 0;
+}
+
+/* The head is in: the response starts, and the body is deflated as it
+ * arrives, a slice per job (`whole`: the body is one slice). */
 static int gzip_on_request(struct conn *c, const struct request *req)
 {
-    struct body *b = conn_state(c);
-    struct deflate_source *d = deflate_new(pump_piece(conn_server(c)->cfg->gzip_partition, b->len));
+    const struct config *cfg = conn_server(c)->cfg;
+    size_t slice = cfg->gzip_partition;
+    /* `whole` of a chunked body: room for one byte past the limit, which
+     * then gets its 413 before any of the body is deflated. */
+    if (slice == CONFIG_WHOLE)
+        slice = req->has_length ? (size_t)req->content_length : cfg->gzip_max_body + 1;
+    struct deflate_source *d = deflate_new(slice);
     if (d == NULL)
         return 503;
-    conn_take_state(c);
-    d->body = *b;
-    d->base.remaining = b->len;
-    free(b);
+    d->conn = c;
+    d->chunked = req->chunked;
+    d->body_max = cfg->gzip_max_body;
+    d->body_left = req->has_length ? req->content_length : 0;
+    d->base.remaining = d->body_left;
+    /* The pump owns the source; the window is shut until it has memory, so
+     * on_body never runs for a source that is gone. */
+    conn_set_state(c, d, NULL);
     conn_head_start(c, 200);
     conn_head_add(c, "Content-Type: application/gzip\r\n");
     conn_send_source(c, &d->base, -1);
     return 0;
 }
 
+static int gzip_on_body(struct conn *c, const char *at, size_t len)
+{
+    struct deflate_source *d = conn_state(c);
+    d->body_len += len;
+    if (d->body_len > d->body_max)
+        return 413;
+    /* The window keeps LEN within the buffer. */
+    memcpy(d->in + d->in_len, at, len);
+    d->in_len += len;
+    d->body_left -= d->body_left < len ? d->body_left : len;
+    /* A full slice goes to the pool. Not after the last byte of a
+     * Content-Length body: llhttp completes the message within this same
+     * call, and on_body_end starts that job (with body_done set first). */
+    if (d->in_len == d->in_cap && (d->chunked || d->body_left > 0))
+        pump_kick(d->base.pump);
+    return 0;
+}
+
+static void gzip_on_body_end(struct conn *c)
+{
+    struct deflate_source *d = conn_state(c);
+    d->body_done = true;
+    pump_kick(d->base.pump);
+}
+
 struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition)
 {
     struct deflate_source *d = deflate_new(pump_piece(partition, size));
-    if (d != NULL)
-        d->body.data = malloc(d->slice);
-    if (d == NULL || d->body.data == NULL) {
-        if (d != NULL)
-            deflate_release(&d->base);
+    if (d == NULL) {
         close(fd);
         return NULL;
     }
-    d->from_file = true;
     d->fd = fd;
     d->file_left = size;
     d->base.remaining = size;
@@ -206,7 +228,13 @@ struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition)
 }
 
 static const struct route gzip_routes[] = {
-    {"/gzip", ROUTE_METHOD(HTTP_POST), "POST", gzip_on_headers, gzip_on_body, gzip_on_request},
+    {.path = "/gzip",
+     .methods = ROUTE_METHOD(HTTP_POST),
+     .allow = "POST",
+     .on_headers = gzip_on_headers,
+     .on_body = gzip_on_body,
+     .on_request = gzip_on_request,
+     .on_body_end = gzip_on_body_end},
     {0},
 };
 

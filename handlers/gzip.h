@@ -6,10 +6,13 @@
 #include "server/conn.h"
 #include "server/module.h"
 
-/* POST /gzip: the body, collected up to gzip_max_body (413 beyond, refused
- * from Content-Length before any of it is read), is deflated on the pool in
- * slices of gzip_partition input bytes, one job per slice, and streamed back
- * as application/gzip. */
+/* POST /gzip: the body is deflated as it arrives, on the pool, in slices of
+ * gzip_partition input bytes, one job per slice, and streamed back chunked
+ * as application/gzip. Reading the body pauses while a slice is on the pool
+ * or the response's slots are full, so a connection holds one slice of
+ * input, at most two of output and zlib's state, whatever the body's size.
+ * A body over gzip_max_body gets 413 from its Content-Length, before any of
+ * it is read; a chunked one that grows past it is cut with a reset. */
 extern const struct module gzip_module;
 
 /* A source that gzips SIZE bytes of FD, reading and deflating PARTITION

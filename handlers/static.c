@@ -608,8 +608,10 @@ static void static_fini(struct server *srv, void *state)
 }
 
 static const struct route static_routes[] = {
-    {NULL, ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD), "GET, HEAD", NULL, NULL,
-     static_on_request},
+    {.path = NULL,
+     .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
+     .allow = "GET, HEAD",
+     .on_request = static_on_request},
     {0},
 };
 

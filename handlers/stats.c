@@ -90,8 +90,10 @@ static int stats_on_request(struct conn *c, const struct request *req)
 }
 
 static const struct route stats_routes[] = {
-    {"/stats", ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD), "GET, HEAD", NULL, NULL,
-     stats_on_request},
+    {.path = "/stats",
+     .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
+     .allow = "GET, HEAD",
+     .on_request = stats_on_request},
     {0},
 };
 

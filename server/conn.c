@@ -47,7 +47,7 @@ bool conn_closing(const struct conn *c)
 
 void conn_set_state(struct conn *c, void *state, void (*free_fn)(void *))
 {
-    if (c->state != NULL)
+    if (c->state != NULL && c->state_free != NULL)
         c->state_free(c->state);
     c->state = state;
     c->state_free = free_fn;
@@ -199,6 +199,12 @@ static void time_out(struct conn *c)
 static void conn_on_timer(uv_timer_t *timer)
 {
     struct conn *c = timer->data;
+    if (c->parse_pending) {
+        c->parse_pending = false;
+        conn__parse_input(c);
+        if (c->closing)
+            return;
+    }
     uint64_t now = uv_now(c->srv->loop);
     if (c->phase == PHASE_SEND && send_progressed(c))
         c->deadline = now + c->srv->cfg->send_timeout;
@@ -213,6 +219,31 @@ static void conn_on_timer(uv_timer_t *timer)
 }
 
 /* ---- reading --------------------------------------------------------------- */
+
+void conn_body_window(struct conn *c, size_t bytes)
+{
+    if (!c->streaming || c->closing)
+        return;
+    bool was_open = c->body_window > 0;
+    c->body_window = bytes;
+    if (bytes == 0) {
+        /* Now we wait on the pool, or on the client taking the response. */
+        if (was_open)
+            conn__start_sending(c);
+        conn__stop_reading(c);
+        return;
+    }
+    if (!was_open)
+        conn__set_phase(c, PHASE_BODY, c->srv->cfg->body_timeout);
+    if (c->in_len == 0) {
+        conn__start_reading(c);
+        return;
+    }
+    /* Input already read waits for the window: parse it from the loop, not
+     * from inside the caller (a pump callback). */
+    c->parse_pending = true;
+    arm_timer(c, 0);
+}
 
 static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf)
 {

@@ -48,12 +48,26 @@ struct route {
     int (*on_headers)(struct conn *c, const struct request *req);
     /* Optional: a piece of the decoded body; without it the body is dropped. */
     int (*on_body)(struct conn *c, const char *at, size_t len);
-    /* The whole request is in: answer it. */
+    /* The whole request is in: answer it. With on_body_end, the head is in:
+     * answer as the body arrives. */
     int (*on_request)(struct conn *c, const struct request *req);
+    /* Optional: makes the route stream its body. on_request runs once the
+     * head is in and may start the response; on_body then gets the body
+     * only while the handler's window is open (conn_body_window), and
+     * on_body_end says the body is complete. A body that turns out bad
+     * after the response started (too large, malformed chunks, a timeout)
+     * ends the connection with a reset: the response is cut short. */
+    void (*on_body_end)(struct conn *c);
 };
 
-/* Per-request state of a handler, freed by the core with FREE_FN when the
- * request ends or the connection dies. Replaces (and frees) any previous. */
+/* A streaming route takes up to BYTES more of the body now (0: none until
+ * the next call): reading the client pauses while the window is shut, and
+ * the body timeout runs only while it is open. */
+void conn_body_window(struct conn *c, size_t bytes);
+
+/* Per-request state of a handler, freed by the core with FREE_FN (if not
+ * NULL: owned elsewhere) when the request ends or the connection dies.
+ * Replaces (and frees) any previous. */
 void conn_set_state(struct conn *c, void *state, void (*free_fn)(void *));
 void *conn_state(struct conn *c);
 /* Hands the state back to the caller without freeing it. */

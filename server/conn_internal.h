@@ -69,6 +69,10 @@ struct conn {
     int error;          /* status for a request refused while parsing */
     int deferred;       /* status to answer once a bodiless request is complete */
     bool request_ready; /* parsed in full, waiting for dispatch */
+    bool streaming;     /* answered at its head; its body still arriving */
+    size_t body_window; /* streaming: body bytes the route takes now */
+    bool parse_pending; /* the window opened on unparsed input: parse at the next tick */
+    bool refusing;      /* a refusal (c->error) waits for the pump to stop */
     struct framing framing;
     struct strict_lines lines; /* line discipline, across the connection's requests */
     const char *scanned;       /* framing bytes of the buffer in llhttp are checked up to here */

@@ -210,6 +210,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
         src->buf_size = GIB;
     pump->alloc = src->buf_size;
     pump->src = src;
+    src->pump = pump;
     pump->head = head;
     pump->head_len = head_len;
     pump->sent = 0;

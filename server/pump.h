@@ -45,6 +45,7 @@ struct pump_source {
     size_t small;           /* not 0: the piece while short work waits (partition = auto) */
     uint64_t remaining;     /* bytes still to produce; fill keeps it current */
     size_t held;            /* bytes the source itself holds (input, zlib): budgeted */
+    struct pump *pump;      /* the pump running it, for pump_kick */
 };
 
 /* How a source cuts its input: pieces of SIZE bytes (CONFIG_WHOLE: one),

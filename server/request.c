@@ -18,6 +18,8 @@ static const char *const header_names[HEADER_COUNT] = {
     [HEADER_ACCEPT_ENCODING] = "accept-encoding",
 };
 
+static void dispatch(struct conn *c);
+
 /* ---- llhttp callbacks -------------------------------------------------------- */
 
 static struct conn *parser_conn(llhttp_t *p)
@@ -242,6 +244,15 @@ static int on_headers_complete(llhttp_t *p)
     if (has_body(r) && expect != NULL && strcasecmp(expect, "100-continue") == 0 &&
         r->http_minor == 1)
         send_continue(c);
+    if (c->route->on_body_end != NULL) {
+        /* A streaming route answers now. llhttp pauses here, and the body
+         * goes in only as fast as the route's window lets it. Without a
+         * body, the message completes as this callback returns. */
+        c->streaming = true;
+        c->body_window = 0;
+        dispatch(c);
+        return has_body(r) && c->streaming ? HPE_PAUSED : 0;
+    }
     return 0;
 }
 
@@ -265,6 +276,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     c->framing.body_len += len;
     if (c->framing.body_len > c->srv->cfg->max_body)
         return refuse(c, 413);
+    if (c->streaming)
+        c->body_window -= len; /* never below 0: parsing is held to the window */
     if (c->route->on_body == NULL)
         return 0;
     int status = c->route->on_body(c, at, len);
@@ -274,6 +287,14 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 static int on_message_complete(llhttp_t *p)
 {
     struct conn *c = parser_conn(p);
+    if (c->streaming) {
+        /* Answered already: from now on the client only has to read. */
+        c->streaming = false;
+        c->body_window = 0;
+        conn__start_sending(c);
+        c->route->on_body_end(c);
+        return HPE_PAUSED;
+    }
     c->request_ready = true;
     /* Pipelined requests wait in the input buffer until this one is answered. */
     return HPE_PAUSED;
@@ -303,8 +324,13 @@ static void dispatch(struct conn *c)
     c->bytes = 0;
     c->keep_alive = c->req.keep_alive && !c->srv->stopping;
     int status = c->deferred ? c->deferred : c->route->on_request(c, &c->req);
-    if (status >= 400)
+    if (status >= 400) {
+        if (c->streaming) {
+            c->streaming = false; /* its body stays unread: close after */
+            c->keep_alive = false;
+        }
         conn_send_error(c, status, c->route->allow);
+    }
 }
 
 /* A request that failed to parse (WHY says how, for the debug log), was
@@ -312,6 +338,23 @@ static void dispatch(struct conn *c)
 void conn__refuse_request(struct conn *c, const char *why)
 {
     int status = c->error ? c->error : 400;
+    if (c->responding) {
+        /* A streamed body went bad after its response began. While none of
+         * the response is out, stop it and answer the refusal instead;
+         * after that no status can be sent, and the response is cut short. */
+        log_debug("request %s: %s (%d) while streaming", c->peer, why ? why : "refused", status);
+        c->streaming = false;
+        c->in_len = 0;
+        conn__stop_reading(c);
+        if (c->pump.src != NULL && c->pump.head != NULL) {
+            c->error = status;
+            c->refusing = true;
+            pump_stop(&c->pump);
+        } else {
+            conn__close(c, true);
+        }
+        return;
+    }
     if (why != NULL)
         log_debug("parse %s: %s", c->peer, why);
     if (c->url_len == 0)
@@ -327,13 +370,20 @@ void conn__refuse_request(struct conn *c, const char *why)
 
 void conn__parse_input(struct conn *c)
 {
-    while (c->in_len > 0 && !c->responding && !c->closing) {
+    while (c->in_len > 0 && !c->closing && (!c->responding || c->streaming)) {
+        /* A streamed body goes in no faster than its route takes it. */
+        size_t len = c->streaming && c->body_window < c->in_len ? c->body_window : c->in_len;
+        if (len == 0)
+            break;
         const char *start = c->in + c->in_off;
         c->scanned = start;
-        llhttp_errno_t err = llhttp_execute(&c->parser, start, c->in_len);
-        size_t used = c->in_len;
-        if (err == HPE_PAUSED && c->request_ready) {
+        llhttp_errno_t err = llhttp_execute(&c->parser, start, len);
+        size_t used = len;
+        if (err == HPE_PAUSED) {
+            /* At the end of a request, or at a streaming route's head. */
             used = (size_t)(llhttp_get_error_pos(&c->parser) - start);
+            if (c->streaming)
+                llhttp_resume(&c->parser);
         } else if (err != HPE_OK) {
             c->in_len = 0;
             conn__refuse_request(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
@@ -350,8 +400,8 @@ void conn__parse_input(struct conn *c)
         if (c->request_ready)
             dispatch(c);
     }
-    if (c->responding)
-        conn__stop_reading(c);
-    else
+    if (c->in_len == 0 && (!c->responding || (c->streaming && c->body_window > 0)))
         conn__start_reading(c);
+    else
+        conn__stop_reading(c);
 }

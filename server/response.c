@@ -120,6 +120,11 @@ static void conn_finish(struct conn *c)
     c->responding = false;
     c->route = NULL;
     conn_set_state(c, NULL, NULL);
+    if (c->streaming) {
+        /* The response ended before its body did: the rest is unread. */
+        c->streaming = false;
+        c->keep_alive = false;
+    }
     if (!c->keep_alive || srv->stopping) {
         /* Always: bytes the client sent meanwhile may wait unread in the
          * kernel even when our buffer is empty (reading stops while we
@@ -212,7 +217,10 @@ void conn__on_pump_done(struct pump *pump, int status)
 {
     struct conn *c = container_of(pump, struct conn, pump);
     c->bytes = pump->sent;
-    if (status < 0 || c->closing)
+    if (c->refusing && !c->closing) {
+        c->refusing = false;
+        conn_send_error(c, c->error, c->route->allow);
+    } else if (status < 0 || c->closing)
         conn__close(c, false);
     else
         conn_finish(c);

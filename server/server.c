@@ -407,7 +407,7 @@ static int not_found(struct conn *c, const struct request *req)
     return 404;
 }
 
-static const struct route no_route = {NULL, ~0ull, NULL, NULL, NULL, not_found};
+static const struct route no_route = {.methods = ~0ull, .on_request = not_found};
 
 const struct route *server_route(const struct server *srv, const char *target)
 {
