@@ -155,6 +155,7 @@ clean:
 # ---- load tests (see loadtest/README.md) --------------------------------------
 -include loadtest/loadtest.mk
 -include tests/fuzz/fuzz.mk
+-include tests/soak/soak.mk
 -include install.mk
 
 endif

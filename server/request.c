@@ -276,8 +276,12 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     c->framing.body_len += len;
     if (c->framing.body_len > c->srv->cfg->max_body)
         return refuse(c, 413);
-    if (c->streaming)
+    if (c->streaming) {
         c->body_window -= len; /* never below 0: parsing is held to the window */
+        /* Shut: now we wait on the pool or on the client taking the response. */
+        if (c->body_window == 0)
+            conn__start_sending(c);
+    }
     if (c->route->on_body == NULL)
         return 0;
     int status = c->route->on_body(c, at, len);

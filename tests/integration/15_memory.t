@@ -6,6 +6,7 @@
 # grow with the body. Counters from /stats and bytes, not timings.
 import os
 import threading
+import time
 
 from harness import (KiB, MiB, Conn, Server, build_request, gunzip, in_parallel, is_, ok, poll,
                      random_bytes, run)
@@ -122,11 +123,30 @@ def stalled_gzip():
         ok(poll(lambda: memory(srv)["held"] == 0), "once they are gone, all memory is given back")
 
 
+def late_reader():
+    """A client sends 8 MiB of incompressible body, then reads only after a
+    pause longer than body_timeout. The server stops taking the body while
+    the answer waits for the client: that is the send timeout's business,
+    not the body timeout's, and the answer comes whole."""
+    data = random_bytes(8 * MiB, 19)
+    with Server(args=["--body-timeout", "1s"]) as srv:
+        with Conn(srv.port) as c:
+            raw = build_request("POST", "/gzip", body=data)
+            sender = threading.Thread(target=c.send, args=(raw,), daemon=True)
+            sender.start()
+            time.sleep(2.5)
+            resp = c.read_response()
+            sender.join()
+        ok(resp.status == 200 and gunzip(resp.body) == data,
+           "read 2.5 s late with body_timeout 1s, the answer is whole")
+
+
 def main():
     stalled_whole()
     many_whole()
     gzip_matrix()
     stalled_gzip()
+    late_reader()
 
 
 run(main)
