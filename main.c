@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "handlers/gzip.h"
+#include "handlers/settings.h"
 #include "handlers/static.h"
 #include "handlers/stats.h"
 #include "server/config.h"
@@ -18,7 +19,8 @@
 
 /* The handler modules, in the order their routes are matched: the static
  * files' fallback route comes last. */
-static const struct module *const modules[] = {&gzip_module, &stats_module, &static_module, NULL};
+static const struct module *const modules[] = {&gzip_module, &stats_module, &settings_module,
+                                               &static_module, NULL};
 
 /* What a process needs to serve: main()'s configuration and command line,
  * and the master's listening socket when there is one. */

@@ -115,7 +115,7 @@ struct pump_source *byteranges_source(int fd, uint64_t size, const struct range 
     p->fd = fd;
     p->count = count;
     p->pos = ranges[0].first;
-    p->base = (struct pump_source){.ops = &parts_ops, .cls = GATEWAY_READ};
+    p->base = (struct pump_source){.ops = &parts_ops, .cls = GATEWAY_READ, .reads_file = true};
     pump_source_cut(&p->base, pieces, total);
     *length = total;
     return &p->base;

@@ -221,6 +221,7 @@ struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition)
         return NULL;
     }
     d->fd = fd;
+    d->base.reads_file = true;
     d->file_left = size;
     d->base.remaining = size;
     d->last_slice = size == 0;

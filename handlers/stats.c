@@ -28,6 +28,30 @@ static int stats_on_request(struct conn *c, const struct request *req)
     put_size(&o, "partition_min", srv->cfg->partition_min);
     put_size(&o, "partition_max", srv->cfg->partition_max);
     put_size(&o, "gzip_partition", srv->cfg->gzip_partition);
+    char disk[64];
+    config_get(srv->cfg, "emulate_disk", disk, sizeof disk);
+    buf_printf(&o, "\"emulate_disk\":\"%s\",\"admin\":%s,\"bytes_sent\":%" PRIu64 ",", disk,
+               srv->cfg->admin ? "true" : "false", srv->bytes_sent);
+    /* Request latency by response size over the recent window (about 2 s):
+     * small responses are what a flood makes wait. */
+    buf_printf(&o, "\"latency\":{\"small_max_bytes\":%d", SERVER_SMALL_MAX);
+    for (int i = 0; i < SERVER_SIZES; i++) {
+        struct hist_summary h;
+        hist_summary(&srv->latency[i], uv_now(srv->loop), &h);
+        buf_printf(&o,
+                   ",\"%s\":{\"requests\":%" PRIu64 ",\"p50_us\":%" PRIu64 ",\"p99_us\":%" PRIu64
+                   ",\"max_us\":%" PRIu64 "}",
+                   i == SERVER_SMALL ? "small" : "large", h.count, h.p50, h.p99, h.max);
+    }
+    buf_printf(&o, "},\"settings_changed_ms\":{");
+    const char *sep = "";
+    for (int i = 0; i < SERVER_LIVE_KEYS; i++) {
+        if (srv->live_changed[i]) {
+            buf_printf(&o, "%s\"%s\":%" PRIu64, sep, server_live_keys[i], srv->live_changed_ms[i]);
+            sep = ",";
+        }
+    }
+    buf_printf(&o, "},");
     buf_printf(&o, "\"uptime_ms\":%" PRIu64 ",", uv_now(srv->loop) - srv->started_ms);
     buf_printf(&o,
                "\"connections\":{\"active\":%" PRIu64 ",\"accepted\":%" PRIu64

@@ -19,7 +19,8 @@ enum key_type {
     KEY_PARTITION_AUTO,
     KEY_BOOL,
     KEY_MS,
-    KEY_CHOICE
+    KEY_CHOICE,
+    KEY_DISK /* struct disk_emulation: "off" or "LATENCY[,BANDWIDTH]" */
 };
 
 /* One row per key: the file spelling, the flag is the same with '-' for '_'. */
@@ -57,6 +58,11 @@ static const struct key keys[] = {
      "order of threadpool jobs: fifo (arrival) or fair (short work first, bulk shared)"},
     {"gzip_partition", KEY_PARTITION, FIELD(gzip_partition), 1, GIB, "64k", "SIZE|whole",
      "input bytes deflated per threadpool job"},
+    {"emulate_disk", KEY_DISK, FIELD(emulate_disk), 0, 60000, "off", "LATENCY[,RATE]|off",
+     "every pool read of a file takes at least LATENCY plus its bytes at RATE per second, "
+     "e.g. 8ms,120m: what a slow disk does to the pool, on a warm page cache"},
+    {"admin", KEY_BOOL, FIELD(admin), 0, 0, "off", "on|off",
+     "GET and POST /settings change live settings, from loopback clients only"},
     {"gzip_max_body", KEY_SIZE, FIELD(gzip_max_body), 1, GIB, "16m", "SIZE",
      "largest POST /gzip body (413 beyond)"},
     {"access_log", KEY_STRING, FIELD(access_log), 0, 0, "-", "PATH|-|off",
@@ -204,6 +210,37 @@ static int parse_ms(const char *text, size_t *ms)
     return 0;
 }
 
+/* "off", or "LATENCY[,RATE]": a time (ms or s) and a size per second. */
+static int set_disk(const struct key *k, struct disk_emulation *d, const char *text,
+                    char err[CONFIG_ERR_MAX])
+{
+    if (strcmp(text, "off") == 0) {
+        *d = (struct disk_emulation){0};
+        return 0;
+    }
+    char latency[32];
+    const char *comma = strchr(text, ',');
+    size_t len = comma ? (size_t)(comma - text) : strlen(text);
+    size_t ms = 0, rate = 0;
+    int rc = len < sizeof latency ? 0 : -EINVAL;
+    if (rc == 0) {
+        memcpy(latency, text, len);
+        latency[len] = '\0';
+        rc = parse_ms(latency, &ms);
+    }
+    if (rc == 0 && (ms > k->max || (comma == NULL && ms == 0)))
+        rc = -ERANGE;
+    if (rc == 0 && comma != NULL)
+        rc = config_parse_size(comma + 1, false, &rate);
+    if (rc != 0) {
+        fail(err, "%s: '%s' is not off or LATENCY[,RATE] (a time up to %llus, a size per second)",
+             k->name, text, k->max / 1000);
+        return -1;
+    }
+    *d = (struct disk_emulation){.latency_ms = (unsigned)ms, .bytes_per_s = rate};
+    return 0;
+}
+
 static int set_key(struct config *cfg, const struct key *k, const char *text,
                    char err[CONFIG_ERR_MAX])
 {
@@ -295,8 +332,66 @@ static int set_key(struct config *cfg, const struct key *k, const char *text,
         }
         *(size_t *)(void *)field = size;
         return 0;
+    case KEY_DISK:
+        return set_disk(k, (struct disk_emulation *)(void *)field, text, err);
     }
     abort();
+}
+
+int config_get(const struct config *cfg, const char *key, char *buf, size_t len)
+{
+    const struct key *k = find_key(key, strlen(key));
+    if (k == NULL)
+        return -1;
+    const char *field = (const char *)cfg + k->offset;
+    bool is_unsigned = k->type == KEY_UINT || k->type == KEY_UINT_AUTO || k->type == KEY_MS ||
+                       k->type == KEY_CHOICE;
+    unsigned u = is_unsigned ? *(const unsigned *)(const void *)field : 0;
+    switch (k->type) {
+    case KEY_STRING:
+        snprintf(buf, len, "%s", field);
+        break;
+    case KEY_UINT_AUTO:
+    case KEY_UINT:
+        if (k->type == KEY_UINT_AUTO && u == CONFIG_AUTO)
+            snprintf(buf, len, "auto");
+        else
+            snprintf(buf, len, "%u", u);
+        break;
+    case KEY_SIZE:
+    case KEY_PARTITION:
+    case KEY_PARTITION_AUTO:
+        if (*(const size_t *)(const void *)field == 0)
+            snprintf(buf, len, "off");
+        else
+            config_format_size(*(const size_t *)(const void *)field, buf, len);
+        break;
+    case KEY_BOOL:
+        snprintf(buf, len, "%s", *(const bool *)field ? "on" : "off");
+        break;
+    case KEY_MS:
+        snprintf(buf, len, "%ums", u);
+        break;
+    case KEY_CHOICE: {
+        const char *w = k->arg;
+        for (unsigned i = 0; i < u && strchr(w, '|') != NULL; i++)
+            w = strchr(w, '|') + 1;
+        snprintf(buf, len, "%.*s", (int)strcspn(w, "|"), w);
+        break;
+    }
+    case KEY_DISK: {
+        const struct disk_emulation *d = (const struct disk_emulation *)(const void *)field;
+        char rate[32] = "";
+        if (d->bytes_per_s > 0)
+            config_format_size(d->bytes_per_s, rate, sizeof rate);
+        if (d->latency_ms == 0 && d->bytes_per_s == 0)
+            snprintf(buf, len, "off");
+        else
+            snprintf(buf, len, "%ums%s%s", d->latency_ms, rate[0] ? "," : "", rate);
+        break;
+    }
+    }
+    return 0;
 }
 
 void config_defaults(struct config *cfg)

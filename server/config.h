@@ -20,6 +20,13 @@
 /* Read when no -c FILE is given and it exists in the working directory. */
 #define CONFIG_DEFAULT_FILE "conf/unclog.conf"
 
+/* emulate_disk: each pool read of a file takes at least latency_ms plus
+ * its bytes at bytes_per_s (0: no rate). All 0: off. */
+struct disk_emulation {
+    unsigned latency_ms;
+    size_t bytes_per_s;
+};
+
 /* The parsed configuration. Read-only while the server runs, except that a
  * reload (SIGHUP) replaces it whole, on the loop thread, between callbacks. */
 struct config {
@@ -32,6 +39,8 @@ struct config {
     size_t partition_max; /* auto: pieces while none does */
     unsigned scheduler;   /* enum sched_mode: fifo, fair */
     unsigned bulk_nice;   /* a pool thread's nice value during bulk pieces; 0: off */
+    struct disk_emulation emulate_disk;
+    bool admin; /* /settings answers loopback clients */
     size_t gzip_partition;
     size_t gzip_max_body;
     char access_log[PATH_MAX];
@@ -73,6 +82,10 @@ int config_parse_size(const char *text, bool allow_whole, size_t *out);
 /* Sets KEY (config-file spelling, e.g. "gzip_partition") from TEXT.
  * Returns 0, or -1 with a message (no location) in ERR. */
 int config_set(struct config *cfg, const char *key, const char *text, char err[CONFIG_ERR_MAX]);
+
+/* Writes KEY's value in CFG, in config-file spelling, to BUF. Returns 0,
+ * or -1 for an unknown key. */
+int config_get(const struct config *cfg, const char *key, char *buf, size_t len);
 
 /* Reads a `key = value` file. Returns 0, or -1 with "PATH:LINE: message"
  * (or "PATH: reason" when it cannot be read) in ERR. */

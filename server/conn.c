@@ -21,6 +21,11 @@ uint64_t conn_flow(const struct conn *c)
     return c->flow;
 }
 
+bool conn_peer_loopback(const struct conn *c)
+{
+    return c->loopback;
+}
+
 /* FNV-1a of the peer's address: the same client, the same flow. */
 static uint64_t hash_peer(const char *peer)
 {
@@ -317,7 +322,7 @@ int conn_accept(struct server *srv, int fd)
     srv->conns = c;
     c->pprev = &srv->conns;
     srv->active++;
-    pump_init(&c->pump, (uv_stream_t *)&c->tcp, &srv->gateway, &srv->budget, 0, conn__on_pump_done);
+    pump_init(&c->pump, (uv_stream_t *)&c->tcp, &srv->pump_env, 0, conn__on_pump_done);
     /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
     llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
     strict_lines_init(&c->lines);
@@ -344,6 +349,7 @@ int conn_accept(struct server *srv, int fd)
             uv_ip6_name((struct sockaddr_in6 *)&addr, c->peer, sizeof c->peer);
         else
             uv_ip4_name((struct sockaddr_in *)&addr, c->peer, sizeof c->peer);
+        c->loopback = addr_is_loopback((const struct sockaddr *)&addr);
     }
     c->flow = c->pump.flow = hash_peer(c->peer);
     conn__start_reading(c);

@@ -77,6 +77,8 @@ struct server *conn_server(struct conn *c);
 /* The client (its address, hashed): whose share of the pool C's work uses. */
 uint64_t conn_flow(const struct conn *c);
 const struct request *conn_request(const struct conn *c);
+/* Whether the client connected from this machine (127/8, ::1, ::ffff:127/104). */
+bool conn_peer_loopback(const struct conn *c);
 
 /* Keeps C alive across threadpool work the handler started; every hold is
  * matched by one conn_release, which may free C. conn_closing() says whether

@@ -79,9 +79,10 @@ struct conn {
 
     /* timeouts */
     enum phase phase;
-    bool started;      /* a byte of the current request has come */
-    uint64_t deadline; /* uv_now() at which the phase times out */
-    size_t sent_queue; /* PHASE_SEND: the socket's queue and the pump's count when last seen */
+    bool started;        /* a byte of the current request has come */
+    uint64_t started_ns; /* uv_hrtime() then: where its latency starts */
+    uint64_t deadline;   /* uv_now() at which the phase times out */
+    size_t sent_queue;   /* PHASE_SEND: the socket's queue and the pump's count when last seen */
     unsigned long long sent_pumped;
     uv_shutdown_t shutdown_req;
 
@@ -106,6 +107,7 @@ struct conn {
     unsigned holds;
     bool closing, closed;
     char peer[64];
+    bool loopback; /* the peer is this machine */
     uint64_t flow; /* the peer's address, hashed */
 
     /* The big buffers come last: conn_accept zeroes everything before them. */

@@ -54,6 +54,8 @@ static void count(struct gateway *gw, struct gateway_job *job, int status)
         s->running_us_max = running;
     hist_add(&s->queued, now, queued);
     hist_add(&s->running, now, running);
+    hist_total_add(&s->queued_total, queued);
+    hist_total_add(&s->running_total, running);
 }
 
 static void dispatch(struct gateway *gw);

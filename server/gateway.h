@@ -66,7 +66,8 @@ struct gateway_class_stats {
     uint64_t cost_total; /* the cost of the jobs completed */
     uint64_t queued_us_total, queued_us_max;
     uint64_t running_us_total, running_us_max;
-    struct hist queued, running; /* the recent window */
+    struct hist queued, running;                   /* the recent window */
+    struct hist_total queued_total, running_total; /* since the start */
 };
 
 /* Owned by the server; lives as long as its loop runs. */

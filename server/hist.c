@@ -44,6 +44,13 @@ void hist_add(struct hist *h, uint64_t now_ms, uint64_t value)
         s->max = value;
 }
 
+void hist_total_add(struct hist_total *t, uint64_t value)
+{
+    t->bucket[hist_bucket(value)]++;
+    t->count++;
+    t->sum += value;
+}
+
 static bool in_window(const struct hist_slot *s, uint64_t now_ms)
 {
     return s->count > 0 && s->start_ms + (uint64_t)HIST_SLOTS * HIST_SLOT_MS > now_ms &&

@@ -27,8 +27,17 @@ struct hist_summary {
     uint64_t count, p50, p99, max;
 };
 
+/* The same buckets counted since the start, with their sum: what a
+ * Prometheus histogram exports (cumulative at each power of two). */
+struct hist_total {
+    uint64_t count, sum;
+    uint64_t bucket[HIST_BUCKETS];
+};
+
 /* Adds VALUE (e.g. microseconds) seen at NOW_MS (a monotonic clock). */
 void hist_add(struct hist *h, uint64_t now_ms, uint64_t value);
+
+void hist_total_add(struct hist_total *t, uint64_t value);
 
 /* Summarises the values of the window ending at NOW_MS. */
 void hist_summary(const struct hist *h, uint64_t now_ms, struct hist_summary *out);

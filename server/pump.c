@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "server/config.h"
@@ -13,15 +14,10 @@ static const char last_chunk[] = "0\r\n\r\n";
 
 static void fill_next(struct pump *pump);
 
-void pump_init(struct pump *pump, uv_stream_t *stream, struct gateway *gateway,
-               struct budget *budget, uint64_t flow, pump_done_fn done)
+void pump_init(struct pump *pump, uv_stream_t *stream, const struct pump_env *env, uint64_t flow,
+               pump_done_fn done)
 {
-    *pump = (struct pump){.stream = stream,
-                          .gateway = gateway,
-                          .budget = budget,
-                          .flow = flow,
-                          .done = done,
-                          .filling = -1};
+    *pump = (struct pump){.stream = stream, .env = env, .flow = flow, .done = done, .filling = -1};
     for (int i = 0; i < 2; i++)
         pump->slots[i].pump = pump;
 }
@@ -53,7 +49,7 @@ static void finish_if_idle(struct pump *pump)
     size_t held = pump->held;
     pump->held = 0;
     /* May start other responses that waited for this memory. */
-    budget_give(pump->budget, held);
+    budget_give(pump->env->budget, held);
     pump->done(pump, pump->failed || !pump->eof ? UV_ECANCELED : 0);
 }
 
@@ -105,12 +101,30 @@ static void write_slot(struct pump *pump, struct pump_slot *slot)
     }
 }
 
+void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes)
+{
+    uint64_t want = (uint64_t)disk->latency_ms * 1000000;
+    if (disk->bytes_per_s > 0)
+        want += (uint64_t)((double)bytes * 1e9 / (double)disk->bytes_per_s);
+    uint64_t spent = uv_hrtime() - started_ns;
+    if (want <= spent)
+        return;
+    uint64_t rest = want - spent;
+    struct timespec ts = {.tv_sec = (time_t)(rest / 1000000000),
+                          .tv_nsec = (long)(rest % 1000000000)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
 static void fill_work(struct gateway_job *job)
 {
     struct pump_fill *f = container_of(job, struct pump_fill, job);
+    uint64_t started = uv_hrtime();
     f->len = 0;
     f->eof = false;
     f->rc = f->src->ops->fill(f->src, f->buf, f->cap, &f->len, &f->eof);
+    if (f->src->reads_file && (f->disk.latency_ms > 0 || f->disk.bytes_per_s > 0))
+        pump_emulate_disk(&f->disk, started, f->len);
 }
 
 static void fill_after_work(struct gateway_job *job, int status)
@@ -144,12 +158,12 @@ static struct pump_slot *free_slot(struct pump *pump)
     if (slot == NULL || slot->buf != NULL)
         return slot;
     bool first = s[0].buf == NULL && s[1].buf == NULL;
-    if (!first && !budget_try(pump->budget, pump->alloc))
+    if (!first && !budget_try(pump->env->budget, pump->alloc))
         return NULL;
     slot->buf = malloc(pump->alloc);
     if (slot->buf == NULL) {
         if (!first)
-            budget_give(pump->budget, pump->alloc);
+            budget_give(pump->env->budget, pump->alloc);
         pump->failed = true;
         return NULL;
     }
@@ -175,14 +189,25 @@ static void fill_next(struct pump *pump)
     pump->filling = i;
     pump->fill.src = pump->src;
     pump->fill.buf = slot->buf;
+    /* A file read follows the partition as it is now: a live change reaches
+     * responses in flight, up to the size of their slots (a larger piece
+     * waits for the next response). */
+    size_t piece = src->buf_size, small = src->small;
+    if (src->follows_partition) {
+        struct pump_pieces now = pump->env->files;
+        piece = pump_piece(now.size, src->remaining);
+        small = now.small != 0 && now.small < piece ? now.small : 0;
+    }
     /* partition = auto: small pieces while short work waits, so that it
      * finds a thread soon; large ones otherwise, for throughput. */
-    bool small = src->small != 0 && gateway_short_waiting(pump->gateway);
-    pump->fill.cap = small ? src->small : src->buf_size;
+    if (small != 0 && gateway_short_waiting(pump->env->gateway))
+        piece = small;
+    pump->fill.cap = piece < pump->alloc ? piece : pump->alloc;
+    pump->fill.disk = pump->env->disk;
     uint64_t cost = pump->fill.cap < src->remaining ? pump->fill.cap : src->remaining;
     struct gateway_cost c = {.bytes = cost, .remaining = src->remaining, .flow = pump->flow};
-    int rc =
-        gateway_submit(pump->gateway, &pump->fill.job, src->cls, c, fill_work, fill_after_work);
+    int rc = gateway_submit(pump->env->gateway, &pump->fill.job, src->cls, c, fill_work,
+                            fill_after_work);
     if (rc < 0) {
         slot->busy = false;
         pump->filling = -1;
@@ -194,7 +219,7 @@ static void on_granted(struct budget_waiter *w)
 {
     struct pump *pump = container_of(w, struct pump, wait);
     uint64_t now = uv_now(pump->stream->loop);
-    pump->budget->waited_ms += now - pump->wait_start;
+    pump->env->budget->waited_ms += now - pump->wait_start;
     pump->waiting = false;
     pump->held = w->bytes;
     fill_next(pump);
@@ -217,7 +242,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
     pump->chunked = chunked;
     pump->eof = pump->failed = pump->stopping = false;
     size_t need = src->held + src->buf_size;
-    if (!budget_take(pump->budget, &pump->wait, need, on_granted)) {
+    if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
         pump->waiting = true;
         pump->wait_start = uv_now(pump->stream->loop);
         return 0;
@@ -228,7 +253,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
         pump->src = NULL;
         src->ops->release(src);
         pump_free(pump);
-        budget_give(pump->budget, pump->held);
+        budget_give(pump->env->budget, pump->held);
         pump->held = 0;
         return UV_ENOMEM;
     }
@@ -250,7 +275,7 @@ void pump_stop(struct pump *pump)
     pump->stopping = true;
     if (pump->waiting) {
         pump->waiting = false;
-        budget_cancel(pump->budget, &pump->wait);
+        budget_cancel(pump->env->budget, &pump->wait);
     }
     if (pump->filling >= 0)
         gateway_cancel(&pump->fill.job);
@@ -337,7 +362,10 @@ struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned
         return NULL;
     }
     *fs = (struct file_source){
-        .base = {.ops = &file_ops, .cls = GATEWAY_READ},
+        .base = {.ops = &file_ops,
+                 .cls = GATEWAY_READ,
+                 .reads_file = true,
+                 .follows_partition = true},
         .fd = fd,
         .offset = offset,
         .left = len,

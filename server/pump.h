@@ -6,6 +6,7 @@
 #include <uv.h>
 
 #include "server/budget.h"
+#include "server/config.h"
 #include "server/gateway.h"
 
 /* The chunked reader. A pump moves bytes that a *source* produces on the
@@ -45,6 +46,8 @@ struct pump_source {
     size_t small;           /* not 0: the piece while short work waits (partition = auto) */
     uint64_t remaining;     /* bytes still to produce; fill keeps it current */
     size_t held;            /* bytes the source itself holds (input, zlib): budgeted */
+    bool reads_file;        /* its fills read a file: emulate_disk applies */
+    bool follows_partition; /* cut by the live partition at each fill (file reads) */
     struct pump *pump;      /* the pump running it, for pump_kick */
 };
 
@@ -53,6 +56,16 @@ struct pump_source {
  * pool (partition = auto). */
 struct pump_pieces {
     size_t size, small;
+};
+
+/* What every pump of a server shares: where fills and memory come from, and
+ * the settings a live change makes reach responses in flight, read as each
+ * fill starts. Owned by the server. */
+struct pump_env {
+    struct gateway *gateway;
+    struct budget *budget;
+    struct pump_pieces files;   /* how file reads are cut now (partition) */
+    struct disk_emulation disk; /* emulate_disk now */
 };
 
 struct pump;
@@ -76,7 +89,8 @@ struct pump_fill {
     struct pump_source *src;
     char *buf;
     size_t cap;
-    size_t len; /* results, written by the worker */
+    struct disk_emulation disk; /* for a file read: how slow to make it */
+    size_t len;                 /* results, written by the worker */
     bool eof;
     int rc;
 };
@@ -85,8 +99,7 @@ struct pump_fill {
  * the source. */
 struct pump {
     uv_stream_t *stream;
-    struct gateway *gateway;
-    struct budget *budget;
+    const struct pump_env *env;
     struct budget_waiter wait; /* queued for the reservation */
     size_t held;               /* bytes of the budget this response holds */
     uint64_t wait_start;       /* uv_now() when the reservation started waiting */
@@ -104,10 +117,10 @@ struct pump {
     bool waiting; /* for the budget */
 };
 
-/* Prepares an idle pump writing to STREAM, its fills submitted to GATEWAY
- * on behalf of client FLOW, its buffers taken from BUDGET. */
-void pump_init(struct pump *pump, uv_stream_t *stream, struct gateway *gateway,
-               struct budget *budget, uint64_t flow, pump_done_fn done);
+/* Prepares an idle pump writing to STREAM in ENV, its fills run on behalf
+ * of client FLOW. */
+void pump_init(struct pump *pump, uv_stream_t *stream, const struct pump_env *env, uint64_t flow,
+               pump_done_fn done);
 
 /* Streams SRC after HEAD (not copied: it must live until DONE) with
  * Transfer-Encoding chunked framing if CHUNKED. Takes ownership of SRC even on
@@ -141,6 +154,10 @@ struct pump_pieces pump_pieces(size_t partition, size_t min, size_t max);
 
 /* Sets SRC's piece sizes for LEN bytes of input cut as PIECES. */
 void pump_source_cut(struct pump_source *src, struct pump_pieces pieces, uint64_t len);
+
+/* Worker thread: makes a file read that started at STARTED_NS (uv_hrtime)
+ * and got BYTES last at least as long as DISK says, by sleeping the rest. */
+void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes);
 
 /* Worker thread: reads exactly LEN bytes of FD at OFFSET into BUF, across
  * short reads and EINTR. Returns 0, a negative errno, or -EIO when the file

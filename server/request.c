@@ -52,6 +52,7 @@ static int on_message_begin(llhttp_t *p)
     if (c->phase == PHASE_IDLE)
         conn__set_phase(c, PHASE_HEAD, c->srv->cfg->header_timeout);
     c->started = true;
+    c->started_ns = uv_hrtime();
     return 0;
 }
 

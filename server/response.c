@@ -116,7 +116,8 @@ static void conn_finish(struct conn *c)
     const char *method = c->req.target ? llhttp_method_name(c->req.method) : "-";
     access_log_write(&srv->access, c->peer, (long)time(NULL), method, c->url, c->req.http_minor,
                      c->status, c->bytes);
-    srv->requests++;
+    uint64_t us = c->started_ns ? (uv_hrtime() - c->started_ns) / 1000 : 0;
+    server_count_response(srv, c->route, c->status, c->bytes, us);
     c->responding = false;
     c->route = NULL;
     conn_set_state(c, NULL, NULL);

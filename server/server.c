@@ -342,6 +342,47 @@ int server_open_listener(const char *listen, int *fd)
     return rc;
 }
 
+/* For a target no module claims, with no fallback among the modules. */
+static int not_found(struct conn *c, const struct request *req)
+{
+    return 404;
+}
+
+static const struct route no_route = {.methods = ~0ull, .on_request = not_found};
+
+/* The settings responses in flight read at each piece. */
+static void apply_to_pumps(struct server *srv)
+{
+    const struct config *cfg = srv->cfg;
+    srv->pump_env.files = pump_pieces(cfg->partition, cfg->partition_min, cfg->partition_max);
+    srv->pump_env.disk = cfg->emulate_disk;
+}
+
+/* Counts responses per route: every route of every module, and the one
+ * for targets nobody claims, get a row when the server starts. */
+static void add_route_row(struct server *srv, const struct route *r, const char *label)
+{
+    if (srv->nroute_rows < SERVER_ROUTES_MAX)
+        srv->route_rows[srv->nroute_rows++] = (struct route_row){.route = r, .label = label};
+}
+
+void server_count_response(struct server *srv, const struct route *route, int status,
+                           uint64_t bytes, uint64_t us)
+{
+    srv->requests++;
+    srv->bytes_sent += bytes;
+    struct route_row *row = &srv->route_rows[0]; /* "none": refused before routing */
+    for (unsigned i = 1; i < srv->nroute_rows; i++) {
+        if (srv->route_rows[i].route == route)
+            row = &srv->route_rows[i];
+    }
+    unsigned cls = status >= 100 && status < 600 ? (unsigned)status / 100 - 1 : 4;
+    row->by_class[cls]++;
+    enum server_size size = bytes <= SERVER_SMALL_MAX ? SERVER_SMALL : SERVER_LARGE;
+    hist_add(&srv->latency[size], uv_now(srv->loop), us);
+    hist_total_add(&srv->latency_total[size], us);
+}
+
 int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                 const struct module *const *modules, int argc, char **argv)
 {
@@ -362,9 +403,17 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->root_len = strlen(srv->root);
     gateway_init(&srv->gateway, loop, (enum sched_mode)cfg->scheduler, cfg->threads);
     budget_init(&srv->budget, cfg->max_buffer_memory);
+    srv->pump_env = (struct pump_env){.gateway = &srv->gateway, .budget = &srv->budget};
+    apply_to_pumps(srv);
     if (gateway_set_bulk_nice(&srv->gateway, (int)cfg->bulk_nice) < 0)
         log_warn("bulk_nice %u: off (needs root, or LimitNICE=20 to set threads back)",
                  cfg->bulk_nice);
+    add_route_row(srv, NULL, "none");
+    add_route_row(srv, &no_route, "unrouted");
+    for (size_t i = 0; modules[i] != NULL; i++) {
+        for (const struct route *r = modules[i]->routes; r != NULL && r->on_request != NULL; r++)
+            add_route_row(srv, r, r->path != NULL ? r->path : modules[i]->name);
+    }
     for (size_t i = 0; modules[i] != NULL; i++) {
         if (i == SERVER_MODULES_MAX)
             abort(); /* a longer list in main() is a bug */
@@ -400,14 +449,6 @@ void *server_module_state(const struct server *srv, const struct module *m)
     }
     return NULL;
 }
-
-/* For a target no module claims, with no fallback among the modules. */
-static int not_found(struct conn *c, const struct request *req)
-{
-    return 404;
-}
-
-static const struct route no_route = {.methods = ~0ull, .on_request = not_found};
 
 const struct route *server_route(const struct server *srv, const char *target)
 {
@@ -450,6 +491,39 @@ static int reopen_access_log(struct server *srv, struct config *next)
     return 0;
 }
 
+const char *const server_live_keys[SERVER_LIVE_KEYS] = {
+    "partition",  "gzip_partition", "scheduler",  "emulate_disk",
+    "gzip_files", "gzip_static",    "file_cache",
+};
+
+void server_apply(struct server *srv, const struct config *next)
+{
+    uint64_t now = uv_now(srv->loop) - srv->started_ms;
+    for (int i = 0; i < SERVER_LIVE_KEYS; i++) {
+        char was[64], is[64];
+        config_get(srv->cfg, server_live_keys[i], was, sizeof was);
+        config_get(next, server_live_keys[i], is, sizeof is);
+        if (strcmp(was, is) != 0) {
+            srv->live_changed[i] = true;
+            srv->live_changed_ms[i] = now;
+            log_info("%s: %s -> %s", server_live_keys[i], was, is);
+        }
+    }
+    *srv->cfg = *next;
+    log_set_level(next->log_level);
+    if (gateway_set_bulk_nice(&srv->gateway, (int)next->bulk_nice) < 0)
+        log_warn("bulk_nice %u: off (needs root, or LimitNICE=20 to set threads back)",
+                 next->bulk_nice);
+    if (next->scheduler != srv->gateway.sched.mode)
+        gateway_set_mode(&srv->gateway, (enum sched_mode)next->scheduler);
+    budget_set_max(&srv->budget, next->max_buffer_memory);
+    apply_to_pumps(srv);
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        if (srv->modules[i]->reload != NULL)
+            srv->modules[i]->reload(srv, srv->module_state[i]);
+    }
+}
+
 void server_reload(struct server *srv)
 {
     struct config next;
@@ -468,18 +542,7 @@ void server_reload(struct server *srv)
                   next.access_log, strerror(-rc));
         return;
     }
-    *srv->cfg = next;
-    log_set_level(next.log_level);
-    if (gateway_set_bulk_nice(&srv->gateway, (int)next.bulk_nice) < 0)
-        log_warn("bulk_nice %u: off (needs root, or LimitNICE=20 to set threads back)",
-                 next.bulk_nice);
-    if (next.scheduler != srv->gateway.sched.mode)
-        gateway_set_mode(&srv->gateway, (enum sched_mode)next.scheduler);
-    budget_set_max(&srv->budget, next.max_buffer_memory);
-    for (size_t i = 0; srv->modules[i] != NULL; i++) {
-        if (srv->modules[i]->reload != NULL)
-            srv->modules[i]->reload(srv, srv->module_state[i]);
-    }
+    server_apply(srv, &next);
     char part[32], gzpart[32];
     config_format_size(next.partition, part, sizeof part);
     config_format_size(next.gzip_partition, gzpart, sizeof gzpart);

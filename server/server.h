@@ -12,10 +12,27 @@
 #include "server/gateway.h"
 #include "server/log.h"
 #include "server/module.h"
+#include "server/pump.h"
 
 #define UNCLOG_VERSION "0.1.0"
 
 #define SERVER_MODULES_MAX 8
+#define SERVER_ROUTES_MAX  16
+
+/* The keys POST /settings may change, in the order /stats lists them. */
+#define SERVER_LIVE_KEYS 7
+extern const char *const server_live_keys[SERVER_LIVE_KEYS];
+
+/* Request latency is kept apart for small and large responses (body bytes). */
+#define SERVER_SMALL_MAX (64 * 1024)
+enum server_size { SERVER_SMALL, SERVER_LARGE, SERVER_SIZES };
+
+/* Responses by route and status class (1xx..5xx). */
+struct route_row {
+    const struct route *route; /* NULL: a request refused before routing */
+    const char *label;         /* its path, or its module's name for a fallback */
+    uint64_t by_class[5];
+};
 
 struct conn;
 
@@ -38,6 +55,7 @@ struct server {
     struct access_log access;
     struct gateway gateway;                 /* the one door to the threadpool */
     struct budget budget;                   /* what buffers may hold at once */
+    struct pump_env pump_env;               /* what every response's pump shares */
     const struct module *const *modules;    /* main()'s list, NULL-terminated */
     void *module_state[SERVER_MODULES_MAX]; /* each module's own, by index */
     char root[PATH_MAX]; /* realpath of cfg->root: the boundary no request crosses */
@@ -46,6 +64,15 @@ struct server {
     time_t date_time;   /* the second date[] shows */
     struct conn *conns; /* live connections (intrusive list) */
     uint64_t accepted, active, requests, refused;
+    uint64_t bytes_sent; /* response bodies */
+    struct route_row route_rows[SERVER_ROUTES_MAX];
+    unsigned nroute_rows;
+    /* From the first byte of a request to the last byte handed to the
+     * kernel, in microseconds: the recent window, and since the start. */
+    struct hist latency[SERVER_SIZES];
+    struct hist_total latency_total[SERVER_SIZES];
+    bool live_changed[SERVER_LIVE_KEYS];        /* by POST /settings or a reload */
+    uint64_t live_changed_ms[SERVER_LIVE_KEYS]; /* when: uptime in ms */
     uint64_t started_ms, stop_deadline_ms;
     bool stopping;
     unsigned open_handles; /* server handles not yet closed */
@@ -80,6 +107,17 @@ int server_open_listener(const char *listen, int *fd);
  * failure, after closing what it opened (run the loop once more to let the
  * close callbacks finish). */
 int server_start(struct server *srv, int listen_fd);
+
+/* Makes NEXT the running configuration (restart-only keys must already
+ * hold their running values): the scheduler, the budget, what responses in
+ * flight read at their next piece, and each module's reload hook. Records
+ * when each live key changed. */
+void server_apply(struct server *srv, const struct config *next);
+
+/* A response is complete: counts it under ROUTE (NULL: refused before
+ * routing) and its status class, and its latency US by size. */
+void server_count_response(struct server *srv, const struct route *route, int status,
+                           uint64_t bytes, uint64_t us);
 
 /* SIGHUP: reads the configuration again as startup did. Keys that can change
  * live take effect for new work at once; listen, root, threads and workers

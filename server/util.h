@@ -38,6 +38,12 @@ void buf_init_growing(struct buf *b);
 void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+struct sockaddr;
+
+/* Whether SA is a loopback address: 127.0.0.0/8, ::1, or 127/8 mapped into
+ * IPv6 (::ffff:127.0.0.1, what a dual-stack socket sees). */
+bool addr_is_loopback(const struct sockaddr *sa);
+
 /* Skips spaces and tabs (HTTP's OWS). */
 const char *skip_space(const char *p);
 

@@ -405,7 +405,8 @@ class Server:
         _started_servers.append(self)
         deadline = time.monotonic() + START_TIMEOUT
         while True:
-            m = re.search(r"http://127\.0\.0\.1:(\d+)/", self.stderr())
+            # Loopback, or every address (then 127.0.0.1 reaches it too).
+            m = re.search(r"http://(?:127\.0\.0\.1|0\.0\.0\.0|\[::\]):(\d+)/", self.stderr())
             if m:
                 self.port = int(m.group(1))
                 self.startup_line = next(l for l in self.stderr().splitlines()
