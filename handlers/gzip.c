@@ -110,7 +110,13 @@ static bool deflate_ready(struct pump_source *src)
     struct deflate_source *d = container_of(src, struct deflate_source, base);
     if (d->in == NULL && (d->in = malloc(d->in_cap)) == NULL)
         return true; /* the job fails, and the response with it */
-    if (d->conn == NULL || d->z.avail_in > 0 || d->body_done || d->in_len - d->in_pos >= d->slice)
+    if (d->conn == NULL)
+        return true;
+    /* A live change of gzip_partition reaches the body's next slice, up to
+     * the size of its buffer. */
+    size_t now = conn_server(d->conn)->cfg->gzip_partition;
+    d->slice = now < d->in_cap ? now : d->in_cap;
+    if (d->z.avail_in > 0 || d->body_done || d->in_len - d->in_pos >= d->slice)
         return true;
     memmove(d->in, d->in + d->in_pos, d->in_len - d->in_pos);
     d->in_len -= d->in_pos;

@@ -46,9 +46,10 @@ struct open_job {
     const char *root; /* the server's realpath'ed root, immutable while running */
     size_t root_len;
     bool want_dir, want_gz, want_listing, gzip_possible;
-    int inotify_fd;     /* the cache's, or -1: no body wanted */
-    size_t cache_max;   /* largest body wanted */
-    uint64_t cache_gen; /* the cache's change count at submit */
+    int inotify_fd;             /* the cache's, or -1: no body wanted */
+    size_t cache_max;           /* largest body wanted */
+    struct disk_emulation disk; /* emulate_disk when the job was submitted */
+    uint64_t cache_gen;         /* the cache's change count at submit */
     /* results, written by the worker */
     enum stage stage;
     int err;
@@ -130,10 +131,12 @@ static void read_body(struct open_job *j)
         return;
     size_t size = (size_t)j->f.st.st_size;
     char *body = malloc(size ? size : 1);
+    uint64_t started = uv_hrtime();
     if (body != NULL && pump_pread_all(j->f.fd, body, size, 0) < 0) {
         free(body);
         body = NULL;
     }
+    pump_emulate_disk(&j->disk, started, size); /* a file read like the pump's */
     j->body = body;
     if (body != NULL && !j->gzip_possible)
         drop(&j->f.fd); /* the body is all the response needs */
@@ -552,6 +555,7 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->want_listing = cfg->listing;
     j->inotify_fd = cached ? cache->inotify_fd : -1;
     j->cache_max = cfg->file_cache_max_file;
+    j->disk = cfg->emulate_disk;
     j->cache_gen = cached ? cache_drain(cache) : 0;
     j->f = (struct file){.fd = -1, .gz_fd = -1};
     j->wd = -1;

@@ -103,6 +103,8 @@ static void write_slot(struct pump *pump, struct pump_slot *slot)
 
 void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes)
 {
+    if (disk->latency_ms == 0 && disk->bytes_per_s == 0)
+        return;
     uint64_t want = (uint64_t)disk->latency_ms * 1000000;
     if (disk->bytes_per_s > 0)
         want += (uint64_t)((double)bytes * 1e9 / (double)disk->bytes_per_s);
@@ -123,7 +125,7 @@ static void fill_work(struct gateway_job *job)
     f->len = 0;
     f->eof = false;
     f->rc = f->src->ops->fill(f->src, f->buf, f->cap, &f->len, &f->eof);
-    if (f->src->reads_file && (f->disk.latency_ms > 0 || f->disk.bytes_per_s > 0))
+    if (f->src->reads_file)
         pump_emulate_disk(&f->disk, started, f->len);
 }
 
