@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "handlers/gzip.h"
+#include "handlers/metrics.h"
 #include "handlers/settings.h"
 #include "handlers/static.h"
 #include "handlers/stats.h"
@@ -19,8 +20,8 @@
 
 /* The handler modules, in the order their routes are matched: the static
  * files' fallback route comes last. */
-static const struct module *const modules[] = {&gzip_module, &stats_module, &settings_module,
-                                               &static_module, NULL};
+static const struct module *const modules[] = {&gzip_module,    &stats_module,  &settings_module,
+                                               &metrics_module, &static_module, NULL};
 
 /* What a process needs to serve: main()'s configuration and command line,
  * and the master's listening socket when there is one. */

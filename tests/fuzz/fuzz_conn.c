@@ -19,6 +19,8 @@
 #include <uv.h>
 
 #include "handlers/gzip.h"
+#include "handlers/metrics.h"
+#include "handlers/settings.h"
 #include "handlers/static.h"
 #include "handlers/stats.h"
 #include "server/config.h"
@@ -136,8 +138,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     /* The server's own setup, less the socket: connections come from a
      * socketpair. The file cache is on, as by default: the first GET of a
      * small file fills it, the next one hits it. */
-    static const struct module *const modules[] = {&gzip_module, &stats_module, &static_module,
-                                                   NULL};
+    static const struct module *const modules[] = {
+        &gzip_module, &stats_module, &settings_module, &metrics_module, &static_module, NULL};
     if (server_init(&srv, &loop, &cfg, modules, 0, NULL) != 0)
         abort();
     snprintf(srv.date, sizeof srv.date, "Thu, 01 Jan 2026 00:00:00 GMT");
