@@ -294,7 +294,8 @@ static const struct route metrics_routes[] = {
     {.path = "/metrics",
      .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
      .allow = "GET, HEAD",
-     .on_request = metrics_on_request},
+     .on_request = metrics_on_request,
+     .instrument = true},
     {0},
 };
 

@@ -176,7 +176,8 @@ static const struct route settings_routes[] = {
      .allow = "GET, HEAD, POST",
      .on_headers = settings_on_headers,
      .on_body = settings_on_body,
-     .on_request = settings_on_request},
+     .on_request = settings_on_request,
+     .instrument = true},
     {0},
 };
 

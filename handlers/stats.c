@@ -117,7 +117,8 @@ static const struct route stats_routes[] = {
     {.path = "/stats",
      .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
      .allow = "GET, HEAD",
-     .on_request = stats_on_request},
+     .on_request = stats_on_request,
+     .instrument = true},
     {0},
 };
 

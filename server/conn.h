@@ -58,6 +58,10 @@ struct route {
      * after the response started (too large, malformed chunks, a timeout)
      * ends the connection with a reset: the response is cut short. */
     void (*on_body_end)(struct conn *c);
+    /* The server's own gauges (/stats, /metrics, /settings): counted, but
+     * kept out of the request-latency figures, which are about the work
+     * the server does for its clients, not about whoever watches it. */
+    bool instrument;
 };
 
 /* A streaming route takes up to BYTES more of the body now (0: none until

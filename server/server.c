@@ -378,6 +378,8 @@ void server_count_response(struct server *srv, const struct route *route, int st
     }
     unsigned cls = status >= 100 && status < 600 ? (unsigned)status / 100 - 1 : 4;
     row->by_class[cls]++;
+    if (route != NULL && route->instrument)
+        return;
     enum server_size size = bytes <= SERVER_SMALL_MAX ? SERVER_SMALL : SERVER_LARGE;
     hist_add(&srv->latency[size], uv_now(srv->loop), us);
     hist_total_add(&srv->latency_total[size], us);
