@@ -1,15 +1,39 @@
 #!/usr/bin/env python3
-# A real browser: headless Chromium loads a page that unclog sends
+# A real browser. First, headless Chromium loads a page that unclog sends
 # gzip-encoded, and a script in it fetches a gzip-encoded text file and a
-# byte range; the DOM it dumps shows the decoded text. Skipped when chromium
-# is not installed, unless UNCLOG_REQUIRE_BROWSER=1 (CI): then that fails.
+# byte range; the DOM it dumps shows the decoded text. Then the dashboard:
+# without `--admin on` it hides its selector and says how to enable it;
+# with it, under a flood (threads downloading a 32 MiB file in a loop, a few
+# small GETs a second), Chromium, driven over the DevTools protocol (a small
+# stdlib WebSocket client below), clicks "partition 64k": the server's
+# /settings says 64k, and the page shows it, fresh latency figures and a
+# marker on its chart. The presenter shortcut ?set=KEY=VALUE switches through
+# the same code, a bad value shows the server's 400 message, and when the
+# server goes away the page says "down" and comes back when a server answers
+# on the port again. A screenshot goes to build/dashboard-test.png.
+#
+# Skipped when chromium is not installed, unless UNCLOG_REQUIRE_BROWSER=1
+# (CI): then that fails. States and values only, no timing thresholds.
+#
+# UNCLOG_DASHBOARD_PNG=docs/dashboard.png also writes that screenshot, after
+# letting the flood run UNCLOG_DASHBOARD_PREROLL seconds (default 40) before
+# the switch and 10 s after it, so that the chart shows both sides.
+import base64
+import json
 import os
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
 
-from harness import SLOW, KiB, Server, is_, ok, run, skip_test, text_bytes
+from harness import (IO_TIMEOUT, REPO, SLOW, KiB, MiB, Conn, Server, diag, is_, like, note, ok,
+                     poll, random_bytes, run, skip_test, text_bytes)
 
 DATA = text_bytes(200 * KiB)
 PAGE = ("""<!doctype html>
@@ -30,17 +54,333 @@ fetch("/data.txt", {headers: {"Range": "bytes=4-8"}})
 """ + "<p>filler paragraph to make the page worth compressing</p>\n" * 100
         + "</body></html>\n").encode("utf-8")
 CHROME_AE = "gzip, deflate, br, zstd"
+CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run",
+                "--hide-scrollbars", "--window-size=1280,800"]
+
+BIG = random_bytes(32 * MiB, 35)
+SMALL = text_bytes(2 * KiB)
+SHOT = os.path.join(REPO, "build", "dashboard-test.png")
 
 
-def main():
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("UNCLOG_REQUIRE_BROWSER") == "1":
-            ok(False, "chromium is installed (UNCLOG_REQUIRE_BROWSER=1)",
-               "neither chromium nor chromium-browser is on PATH: apt-get install chromium")
+def dashboard_files():
+    """The dashboard and what it links to, from static/."""
+    out = {}
+    for name in ("dashboard.html", "style.css", "favicon.svg"):
+        with open(os.path.join(REPO, "static", name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+def dump_dom(chromium, url, budget_ms=10000):
+    """Chromium's DOM of url after budget_ms of virtual time: (status, DOM, stderr)."""
+    profile = tempfile.mkdtemp(prefix="unclog-chromium-")
+    try:
+        proc = subprocess.run(
+            [chromium] + CHROME_FLAGS + ["--virtual-time-budget=%d" % budget_ms,
+                                         "--user-data-dir=" + profile, "--dump-dom", url],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            timeout=90 * SLOW)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    return (proc.returncode, proc.stdout.decode("utf-8", "replace"),
+            proc.stderr.decode("utf-8", "replace"))
+
+
+def element(dom, ident):
+    """(attributes, text) of the element with id ident in a DOM dump, or (None, None)."""
+    m = re.search(r'<(\w+)([^>]*\bid="%s"[^>]*)>([^<]*)<' % re.escape(ident), dom)
+    return (m.group(2), m.group(3)) if m else (None, None)
+
+
+def text_of(dom, ident):
+    return element(dom, ident)[1]
+
+
+def attr(dom, ident, name):
+    attrs = element(dom, ident)[0]
+    if attrs is None:
+        return None
+    m = re.search(r'\b%s(?:="([^"]*)")?' % re.escape(name), attrs)
+    return None if m is None else (m.group(1) or "")
+
+
+def body_attr(dom, name):
+    m = re.search(r'<body[^>]*\b%s="([^"]*)"' % re.escape(name), dom)
+    return m and m.group(1)
+
+
+def settings(srv):
+    """GET /settings from the test: (status, JSON or text)."""
+    r = srv.get("/settings")
+    body = r.body.decode("utf-8", "replace")
+    return r.status, json.loads(body) if r.status == 200 else body
+
+
+# ----------------------------------------------------- a tiny CDP client -----
+
+
+class Cdp:
+    """Chromium's DevTools protocol over one WebSocket (RFC 6455), stdlib
+    only: JSON commands out (masked text frames), answers in; events are
+    read and dropped."""
+
+    def __init__(self, ws_url, timeout):
+        u = urllib.parse.urlparse(ws_url)
+        self.sock = socket.create_connection((u.hostname, u.port), timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(("GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\n"
+                           "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+                           "Sec-WebSocket-Version: 13\r\n\r\n"
+                           % (u.path, u.hostname, u.port, key)).encode())
+        self.buf = bytearray()
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, _, rest = bytes(self.buf).partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 101"):
+            raise RuntimeError("WebSocket upgrade refused: %r" % head[:200])
+        self.buf = bytearray(rest)
+        self.last_id = 0
+
+    def _fill(self):
+        data = self.sock.recv(256 * KiB)
+        if not data:
+            raise RuntimeError("DevTools closed the WebSocket")
+        self.buf += data
+
+    def _take(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def _send(self, payload, opcode=1):
+        n = len(payload)
+        head = bytes([0x80 | opcode])
+        if n < 126:
+            head += bytes([0x80 | n])
+        elif n < 65536:
+            head += bytes([0x80 | 126]) + struct.pack(">H", n)
         else:
-            skip_test("headless Chromium renders a gzip-encoded page", "chromium is not installed")
-        return
+            head += bytes([0x80 | 127]) + struct.pack(">Q", n)
+        mask = os.urandom(4)
+        body = bytes(b ^ mask[i & 3] for i, b in enumerate(payload))
+        self.sock.sendall(head + mask + body)
+
+    def _message(self):
+        parts = []
+        while True:
+            b0, b1 = self._take(2)
+            n = b1 & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._take(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._take(8))[0]
+            mask = self._take(4) if b1 & 0x80 else None
+            data = self._take(n)
+            if mask:
+                data = bytes(b ^ mask[i & 3] for i, b in enumerate(data))
+            op = b0 & 0x0F
+            if op == 8:
+                raise RuntimeError("DevTools closed the WebSocket")
+            if op == 9:
+                self._send(data, 10)
+                continue
+            if op in (0, 1, 2):
+                parts.append(data)
+                if b0 & 0x80:
+                    return json.loads(b"".join(parts))
+
+    def call(self, method, **params):
+        self.last_id += 1
+        self._send(json.dumps({"id": self.last_id, "method": method, "params": params}).encode())
+        while True:
+            msg = self._message()
+            if msg.get("id") == self.last_id:
+                if "error" in msg:
+                    raise RuntimeError("%s: %s" % (method, msg["error"]))
+                return msg.get("result", {})
+
+    def eval(self, expr):
+        """The value of a JavaScript expression in the page."""
+        r = self.call("Runtime.evaluate", expression=expr, returnByValue=True)
+        if "exceptionDetails" in r:
+            raise RuntimeError("%s: %s" % (expr, r["exceptionDetails"].get("text")))
+        return r.get("result", {}).get("value")
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class Browser:
+    """Headless Chromium with a DevTools port, and a Cdp on its page."""
+
+    def __init__(self, chromium):
+        self.profile = tempfile.mkdtemp(prefix="unclog-chromium-")
+        self.log = open(os.path.join(self.profile, "stderr.log"), "wb")
+        self.proc = subprocess.Popen(
+            [chromium] + CHROME_FLAGS + ["--user-data-dir=" + self.profile,
+                                         "--remote-debugging-port=0", "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.cdp = None
+        try:
+            port_file = os.path.join(self.profile, "DevToolsActivePort")
+            port = poll(lambda: os.path.exists(port_file) and open(port_file).read().split("\n")[0],
+                        timeout=30)
+            if not port:
+                raise RuntimeError("Chromium wrote no DevToolsActivePort")
+
+            def page_ws():
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%s/json/list" % port,
+                                                timeout=IO_TIMEOUT) as r:
+                        targets = json.load(r)
+                except OSError:
+                    return None
+                return next((t["webSocketDebuggerUrl"] for t in targets
+                             if t.get("type") == "page"), None)
+
+            ws = poll(page_ws, timeout=30, interval=0.2)
+            if not ws:
+                raise RuntimeError("Chromium lists no page target")
+            self.cdp = Cdp(ws, IO_TIMEOUT)
+            self.cdp.call("Emulation.setDeviceMetricsOverride", width=1280, height=800,
+                          deviceScaleFactor=1, mobile=False)
+            # Every page keeps its uncaught errors in window.jsErrors.
+            self.cdp.call("Page.enable")
+            self.cdp.call("Page.addScriptToEvaluateOnNewDocument", source=(
+                "window.jsErrors = [];"
+                "addEventListener('error', (e) => jsErrors.push(String(e.message)));"
+                "addEventListener('unhandledrejection', (e) => jsErrors.push(String(e.reason)));"))
+        except BaseException:
+            self.close()
+            raise
+
+    def stderr(self):
+        with open(os.path.join(self.profile, "stderr.log"), "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def no_errors(self, when):
+        is_(self.cdp.eval("window.jsErrors"), [], "no JavaScript error on the page " + when)
+
+    def goto(self, url):
+        """Navigate and wait until the new document has loaded."""
+        self.cdp.call("Page.navigate", url=url)
+        path = urllib.parse.urlparse(url).path
+        return self.wait("location.pathname === %s && document.readyState === 'complete'"
+                         % json.dumps(path), "Chromium loaded " + url)
+
+    def wait(self, expr, desc, timeout=20):
+        """ok() once expr is true in the page (a hang guard, not a timing check)."""
+        js = "(() => { try { return !!(%s); } catch (e) { return false; } })()" % expr
+        got = poll(lambda: self.cdp.eval(js), timeout=timeout, interval=0.1)
+        return ok(got, desc, "still false after %ss: %s" % (timeout * SLOW, expr),
+                  "page: " + str(self.cdp.eval("document.body.innerText"))[:1500])
+
+    def text(self, ident):
+        return self.cdp.eval("(document.getElementById(%s) || {}).textContent" % json.dumps(ident))
+
+    def click(self, ident):
+        """A real mouse click (press, release) at the middle of the element."""
+        x, y = self.cdp.eval("(() => { const r = document.getElementById(%s)"
+                             ".getBoundingClientRect(); return [r.x + r.width / 2,"
+                             " r.y + r.height / 2]; })()" % json.dumps(ident))
+        for kind in ("mousePressed", "mouseReleased"):
+            self.cdp.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
+                          clickCount=1)
+
+    def screenshot(self, path):
+        data = base64.b64decode(self.cdp.call("Page.captureScreenshot", format="png")["data"])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        return data
+
+    def close(self):
+        if self.cdp:
+            self.cdp.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+# ------------------------------------------------------------- the flood -----
+
+
+class Flood:
+    """conns threads downloading /big.bin over keep-alive in a loop, and one
+    GET of /small.txt every 0.2 s: counts what arrived."""
+
+    def __init__(self, port, conns=3):
+        self.port = port
+        self.stop_event = threading.Event()
+        self.big_bytes = 0
+        self.small_ok = 0
+        self.errors = []
+        self.threads = [threading.Thread(target=self._big, daemon=True) for _ in range(conns)]
+        self.threads.append(threading.Thread(target=self._small, daemon=True))
+        for t in self.threads:
+            t.start()
+
+    def _big(self):
+        buf = bytearray(256 * KiB)
+        while not self.stop_event.is_set():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), IO_TIMEOUT) as s:
+                    while not self.stop_event.is_set():
+                        s.sendall(b"GET /big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                        head = bytearray()
+                        while b"\r\n\r\n" not in head:
+                            data = s.recv(64 * KiB)
+                            if not data:
+                                raise OSError("closed before the head")
+                            head += data
+                        head, _, rest = bytes(head).partition(b"\r\n\r\n")
+                        m = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+                        if not head.startswith(b"HTTP/1.1 200") or not m:
+                            raise OSError("unexpected answer %r" % head[:100])
+                        left = int(m.group(1)) - len(rest)
+                        while left > 0:
+                            n = s.recv_into(buf, min(left, len(buf)))
+                            if n == 0:
+                                raise OSError("closed %d bytes before the end" % left)
+                            left -= n
+                        self.big_bytes += len(BIG)
+            except OSError as e:
+                if not self.stop_event.is_set():
+                    self.errors.append(str(e))
+                    self.stop_event.wait(0.2)
+
+    def _small(self):
+        while not self.stop_event.wait(0.2):
+            try:
+                with Conn(self.port) as c:
+                    if c.roundtrip("GET", "/small.txt").status == 200:
+                        self.small_ok += 1
+            except OSError as e:
+                self.errors.append(str(e))
+
+    def stop(self):
+        self.stop_event.set()
+        for t in self.threads:
+            t.join(IO_TIMEOUT)
+
+
+# ------------------------------------------------------------- the tests -----
+
+
+def gzip_page(chromium):
+    """The page and the text file go gzip-encoded; Chromium decodes them."""
     with Server(files={"page.html": PAGE, "data.txt": DATA}) as srv:
         url = "http://127.0.0.1:%d/page.html" % srv.port
         # What Chromium will get: the page and the text file gzip-encoded.
@@ -49,21 +389,9 @@ def main():
             is_(resp.header("Content-Encoding"), "gzip",
                 "%s with Chromium's Accept-Encoding: gzip-encoded" % target)
 
-        profile = tempfile.mkdtemp(prefix="unclog-chromium-")
-        try:
-            proc = subprocess.run(
-                [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--virtual-time-budget=10000",
-                 "--user-data-dir=" + profile, "--dump-dom", url],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                timeout=90 * SLOW)
-        finally:
-            shutil.rmtree(profile, ignore_errors=True)
-        dom = proc.stdout.decode("utf-8", "replace")
-        ok(proc.returncode == 0, "chromium --dump-dom: exit status 0",
-           "status %d; stderr tail:\n%s" % (proc.returncode,
-                                            proc.stderr.decode("utf-8", "replace")[-2000:]))
+        status, dom, err = dump_dom(chromium, url)
+        ok(status == 0, "chromium --dump-dom: exit status 0",
+           "status %d; stderr tail:\n%s" % (status, err[-2000:]))
         ok("MARKER-\u00e9t\u00e9-42" in dom, "the DOM has the page's text (UTF-8 decoded)",
            dom[:1000])
         ok(dom.count("filler paragraph") == 100, "the DOM has the whole page")
@@ -83,4 +411,161 @@ def main():
            "the access log shows Chromium's requests (page 200, range 206)", log[-2000:])
 
 
-run(main, timeout=180)
+def dashboard_admin_off(chromium):
+    """Without --admin on: live figures, no selector, a note how to enable it;
+    ?set= is refused on the page and changes nothing."""
+    with Server(files=dashboard_files()) as srv:
+        status, dom, err = dump_dom(
+            chromium, "http://127.0.0.1:%d/dashboard.html?set=partition=64k" % srv.port, 5000)
+        ok(status == 0, "dashboard, admin off: chromium --dump-dom exit status 0",
+           "status %d; stderr tail:\n%s" % (status, err[-2000:]))
+        is_(text_of(dom, "status"), "live", "admin off: #status live")
+        is_(text_of(dom, "partition"), "auto", "admin off: #partition shows the running value")
+        is_(text_of(dom, "scheduler"), "fair", "admin off: #scheduler too")
+        like(text_of(dom, "p99"), r"^\d[\d,]*(\.\d+)?$", "admin off: #p99 is a figure (ms)")
+        is_(body_attr(dom, "data-admin"), "off", "admin off: the page knows (GET /settings: 403)")
+        is_((attr(dom, "sel-partition", "hidden"), attr(dom, "sel-scheduler", "hidden")),
+            ("", ""), "admin off: the selector is hidden")
+        is_(attr(dom, "admin-note", "hidden"), None, "admin off: the note is shown")
+        like(dom, r'id="admin-note"[^>]*>[^<]*<code>--admin on</code>',
+             "the note says how to enable it")
+        is_(attr(dom, "set-result", "data-state"), "error", "?set= without admin: an error")
+        is_(srv.stats()["partition"], "auto", "and the server's partition is unchanged")
+
+
+def dashboard_live(chromium):
+    shot = os.environ.get("UNCLOG_DASHBOARD_PNG")
+    preroll = float(os.environ.get("UNCLOG_DASHBOARD_PREROLL", "40")) if shot else 2
+    files = dict(dashboard_files(), **{"big.bin": BIG, "small.txt": SMALL})
+    args = ["--admin", "on", "--threads", "2", "--scheduler", "fifo", "--partition", "whole",
+            "--file-cache", "off"]
+    srv = Server(files=files, args=args, name="admin server").start()
+    base = "http://127.0.0.1:%d/" % srv.port
+    flood = Flood(srv.port)
+    browser = None
+    try:
+        browser = Browser(chromium)
+        page = browser.cdp
+        browser.goto(base + "dashboard.html")
+        browser.wait('document.body.dataset.admin === "on" && +document.body.dataset.polls >= 3',
+                     "admin on: the page polled /stats and GET /settings let it switch")
+        is_((browser.text("status"), browser.text("partition"), browser.text("scheduler"),
+             browser.text("emulate-disk")), ("live", "whole", "fifo", "off"),
+            "#status, #partition, #scheduler, #emulate-disk: live, whole, fifo, off")
+        is_(page.eval('document.getElementById("sel-partition").hidden'), False,
+            "the selector is shown")
+        is_(page.eval('document.getElementById("set-partition-whole").ariaPressed'), "true",
+            "the selector marks the running partition")
+        poll(lambda: flood.big_bytes >= 2 * len(BIG) and flood.small_ok >= 2, timeout=20)
+        ok(flood.big_bytes >= 2 * len(BIG) and flood.small_ok >= 2,
+           "the flood runs (%d MiB down, %d small GETs)" % (flood.big_bytes // MiB, flood.small_ok),
+           "errors: %r" % flood.errors[:5])
+        time.sleep(preroll)
+
+        # The switch, as a presenter does it: a click on "64k".
+        polls_before = int(page.eval("document.body.dataset.polls"))
+        browser.click("set-partition-64k")
+        poll(lambda: settings(srv)[1].get("partition") == "64k", timeout=10)
+        status, now = settings(srv)
+        is_((status, now["partition"] if status == 200 else now), (200, "64k"),
+            "after the click, GET /settings from the test says partition 64k")
+        changed = now.get("changed_ms", {}).get("partition") if status == 200 else None
+        ok(isinstance(changed, int), "/settings says when partition changed", repr(now))
+        is_(srv.stats()["partition"], 65536, "/stats agrees: 65536")
+        browser.wait('document.getElementById("set-result").dataset.state === "ok"',
+                     "the page shows the POST succeeded")
+        browser.wait('+document.body.dataset.polls >= %d && +document.body.dataset.uptime > %d'
+                     % (polls_before + 3, changed or 0),
+                     "the page polled /stats three more times after the switch")
+        dom = page.eval("document.documentElement.outerHTML")
+        is_(text_of(dom, "partition"), "64k", "#partition shows 64k")
+        is_(text_of(dom, "status"), "live", "#status is live")
+        like(text_of(dom, "p99"), r"^\d[\d,]*(\.\d+)?$",
+             "#p99 is a fresh figure from a /stats taken after the switch")
+        like(text_of(dom, "p50"), r"^\d[\d,]*(\.\d+)?$", "#p50 too")
+        like(text_of(dom, "mbps"), r"^\d[\d,]*(\.\d+)?$", "#mbps: the flood's MB/s")
+        like(text_of(dom, "q-read"), r"^\d[\d,]*(\.\d+)? ms$", "#q-read: read queue wait p99")
+        like(text_of(dom, "set-result"), r"partition=64k", "#set-result names the change")
+        is_(attr(dom, "set-partition-64k", "aria-pressed"), "true", "the selector marks 64k")
+        like(attr(dom, "chart", "data-markers"), r"partition=64k",
+             "the chart has a marker labelled partition=64k")
+        if os.environ.get("UNCLOG_DASHBOARD_PNG"):
+            time.sleep(10)
+            data = browser.screenshot(shot if os.path.isabs(shot) else os.path.join(REPO, shot))
+            note("wrote %s (%d bytes)" % (shot, len(data)))
+        data = browser.screenshot(SHOT)
+        ok(data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24]) == (1280, 800),
+           "a 1280x800 screenshot of the dashboard under the flood: " + os.path.relpath(SHOT, REPO))
+
+        browser.no_errors("(flood, switch)")
+
+        # The presenter shortcut goes through the same code path.
+        browser.goto(base + "dashboard.html?set=scheduler=fair")
+        browser.wait('document.getElementById("set-result").dataset.state === "ok" && '
+                     'document.getElementById("scheduler").textContent === "fair"',
+                     "?set=scheduler=fair: the page switched and shows fair")
+        st = settings(srv)
+        is_((st[0], st[1]["scheduler"], st[1]["partition"]), (200, "fair", "64k"),
+            "GET /settings: scheduler fair, partition still 64k")
+        is_(page.eval("location.search"), "", "the page dropped ?set= from its address")
+
+        browser.goto(base + "dashboard.html?set=partition=bogus")
+        browser.wait('document.getElementById("set-result").dataset.state === "error"',
+                     "?set=partition=bogus: the page shows an error")
+        like(browser.text("set-result"), r"400.*bogus", "with the server's 400 message")
+        is_(settings(srv)[1]["partition"], "64k", "and nothing changed")
+
+        # The server goes away, and comes back on the same port.
+        flood.stop()
+        ok(not flood.errors, "the flood saw no error", repr(flood.errors[:5]))
+        port = srv.port
+        srv.stop()
+        log = open(srv.access_log).read() if os.path.exists(srv.access_log) else ""
+        ok(re.search(r'"POST /settings HTTP/1\.1" 200', log) and
+           re.search(r'"POST /settings HTTP/1\.1" 400', log),
+           "the access log shows the page's POSTs (200, and 400 for bogus)", log[-1500:])
+        browser.wait('document.getElementById("status").textContent === "down"',
+                     "server stopped: #status says down")
+        polls = int(page.eval("document.body.dataset.polls"))
+        srv = Server(files=dashboard_files(), name="restarted server",
+                     args=["--admin", "on", "--listen", "127.0.0.1:%d" % port]).start()
+        browser.wait('document.getElementById("status").textContent === "live" && '
+                     '+document.body.dataset.polls > %d' % polls,
+                     "a server on the port again: the page kept polling and is live")
+        browser.wait('document.getElementById("partition").textContent === "auto" && '
+                     'document.body.dataset.admin === "on"',
+                     "it shows the new server's settings")
+        ok("partition=64k" not in (page.eval('document.getElementById("chart").dataset.markers')
+                                   or ""), "the old server's markers are gone")
+        browser.no_errors("(bad value, server down and back)")
+        srv.stop()
+    except BaseException:
+        if browser:
+            diag("chromium stderr tail:\n" + browser.stderr()[-2000:])
+        raise
+    finally:
+        flood.stop()
+        if browser:
+            browser.close()
+        if srv.alive():
+            srv.stop()
+
+
+def main():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("UNCLOG_REQUIRE_BROWSER") == "1":
+            ok(False, "chromium is installed (UNCLOG_REQUIRE_BROWSER=1)",
+               "neither chromium nor chromium-browser is on PATH: apt-get install chromium")
+        else:
+            skip_test("headless Chromium renders a gzip-encoded page and the dashboard",
+                      "chromium is not installed")
+        return
+    gzip_page(chromium)
+    dashboard_admin_off(chromium)
+    dashboard_live(chromium)
+
+
+EXTRA = float(os.environ.get("UNCLOG_DASHBOARD_PREROLL", "40")) if os.environ.get(
+    "UNCLOG_DASHBOARD_PNG") else 0
+run(main, timeout=180 + EXTRA)
