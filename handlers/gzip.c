@@ -115,7 +115,7 @@ static bool deflate_ready(struct pump_source *src)
     /* A live change of gzip_partition reaches the body's next slice, up to
      * the size of its buffer. */
     size_t now = conn_server(d->conn)->cfg->gzip_partition;
-    d->slice = now < d->in_cap ? now : d->in_cap;
+    d->slice = d->base.input_piece = now < d->in_cap ? now : d->in_cap;
     if (d->z.avail_in > 0 || d->body_done || d->in_len - d->in_pos >= d->slice)
         return true;
     memmove(d->in, d->in + d->in_pos, d->in_len - d->in_pos);
@@ -154,6 +154,7 @@ static struct deflate_source *deflate_new(size_t slice)
         /* A stream's bound without the stream: zlib's most conservative. */
         .buf_size = deflateBound(Z_NULL, (uLong)d->slice) + 64,
         .held = d->in_cap + DEFLATE_MEMORY,
+        .input_piece = d->slice,
     };
     return d;
 }

@@ -134,7 +134,7 @@ static void jobs(struct buf *o, const struct server *srv)
          offsetof(struct gateway_class_stats, cancelled)},
         {"unclog_job_cost_bytes_total", "counter",
          "Cost in bytes of completed threadpool jobs, by class, as the scheduler weighs them: "
-         "what a read reads; for gzip, the input still to deflate up to one output slot.",
+         "the bytes a job reads or deflates.",
          offsetof(struct gateway_class_stats, cost_total)},
         {"unclog_job_queue_wait_seconds", "histogram",
          "Time completed threadpool jobs waited for a thread, by class.",

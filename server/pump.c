@@ -206,7 +206,9 @@ static void fill_next(struct pump *pump)
         piece = small;
     pump->fill.cap = piece < pump->alloc ? piece : pump->alloc;
     pump->fill.disk = pump->env->disk;
-    uint64_t cost = pump->fill.cap < src->remaining ? pump->fill.cap : src->remaining;
+    /* The job's cost is the input it takes: for a deflate, its slice. */
+    size_t input = src->input_piece ? src->input_piece : pump->fill.cap;
+    uint64_t cost = input < src->remaining ? input : src->remaining;
     struct gateway_cost c = {.bytes = cost, .remaining = src->remaining, .flow = pump->flow};
     int rc = gateway_submit(pump->env->gateway, &pump->fill.job, src->cls, c, fill_work,
                             fill_after_work);

@@ -46,6 +46,7 @@ struct pump_source {
     size_t small;           /* not 0: the piece while short work waits (partition = auto) */
     uint64_t remaining;     /* bytes still to produce; fill keeps it current */
     size_t held;            /* bytes the source itself holds (input, zlib): budgeted */
+    size_t input_piece;     /* input a fill takes, if not the piece it makes (deflate) */
     bool reads_file;        /* its fills read a file: emulate_disk applies */
     bool follows_partition; /* cut by the live partition at each fill (file reads) */
     struct pump *pump;      /* the pump running it, for pump_kick */

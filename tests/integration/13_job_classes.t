@@ -21,7 +21,7 @@ def delta(before, after, cls, key="submitted"):
 def main():
     srv = Server(files={"small.txt": SMALL, "big.bin": BIG, "dir/a.txt": b"a"},
                  args=["--listing", "on", "--partition", "16k", "--file-cache-max-file", "4k",
-                       "--gzip-files", "off"],
+                       "--gzip-files", "off", "--gzip-partition", "16k"],
                  name="classes server")
     srv.start()
 
@@ -50,6 +50,13 @@ def main():
         "40 KiB + 1 at partition 16k: one open and three read jobs")
     is_(delta(b, a, "read", "cost_bytes"), len(BIG), "the reads cost the file's bytes")
     is_(delta(b, a, "open", "cost_bytes"), 0, "an open reads nothing")
+
+    body = b"z" * (40 * KiB + 1)
+    b = jobs(srv)
+    is_(srv.request("POST", "/gzip", body=body).status, 200, "a /gzip body of 40 KiB + 1")
+    a = jobs(srv)
+    is_((delta(b, a, "gzip"), delta(b, a, "gzip", "cost_bytes")), (3, len(body)),
+        "at gzip_partition 16k: three deflate jobs, which cost the body's bytes")
     srv.stop()
 
 
