@@ -10,9 +10,20 @@
 #include "server/server.h"
 #include "server/util.h"
 
-/* What one z_stream holds (zlib's formula for deflate's memory, windowBits
- * 15 and memLevel 8, plus its state): counted against the budget. */
-#define DEFLATE_MEMORY (((size_t)1 << (15 + 2)) + ((size_t)1 << (8 + 9)) + 8 * KIB)
+/* zlib's window and hash sizes (windowBits 9..15, memLevel 1..9): the
+ * defaults for input of unknown or large size; an input known to be small
+ * gets a window no larger than itself (which loses nothing: a match can
+ * never reach further back than the input's start) and a hash to match. */
+#define WINDOW_BITS_MAX 15
+#define WINDOW_BITS_MIN 9
+#define MEM_LEVEL_MAX   8
+
+/* What a z_stream with these sizes holds (zlib's formula, plus its state):
+ * counted against the budget. */
+static size_t deflate_memory(int window_bits, int mem_level)
+{
+    return ((size_t)1 << (window_bits + 2)) + ((size_t)1 << (mem_level + 9)) + 8 * KIB;
+}
 
 /* Deflates its input in slices on the pool, one slice per job: a request
  * body as it arrives, or a file read a slice at a time. Owns the input
@@ -22,6 +33,7 @@ struct deflate_source {
     struct pump_source base;
     z_stream z;
     bool z_ready;
+    int window_bits, mem_level;
     char *in;      /* the input: allocated once the budget has it */
     size_t in_cap; /* its size: one slice */
     size_t slice;  /* input bytes per job */
@@ -75,8 +87,8 @@ static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *
         return -ENOMEM;
     if (!d->z_ready) {
         /* windowBits 15 + 16: a gzip wrapper rather than zlib's. */
-        if (deflateInit2(z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-            Z_OK)
+        if (deflateInit2(z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, d->window_bits + 16, d->mem_level,
+                         Z_DEFAULT_STRATEGY) != Z_OK)
             return -ENOMEM;
         d->z_ready = true;
     }
@@ -139,21 +151,26 @@ static void deflate_release(struct pump_source *src)
 static const struct pump_source_ops deflate_ops = {
     .fill = deflate_fill, .release = deflate_release, .ready = deflate_ready};
 
-/* A deflate source with a gzip wrapper, slices of SLICE input bytes and
- * output slots sized for one slice. Returns NULL when out of memory. */
-static struct deflate_source *deflate_new(size_t slice)
+/* A deflate source with a gzip wrapper for input of LEN bytes (UINT64_MAX:
+ * unknown), slices of SLICE input bytes and output slots sized for one
+ * slice. Returns NULL when out of memory. */
+static struct deflate_source *deflate_new(size_t slice, uint64_t len)
 {
     struct deflate_source *d = calloc(1, sizeof *d);
     if (d == NULL)
         return NULL;
     d->fd = -1;
     d->slice = d->in_cap = slice ? slice : 1;
+    d->window_bits = WINDOW_BITS_MIN;
+    while (d->window_bits < WINDOW_BITS_MAX && ((uint64_t)1 << d->window_bits) < len)
+        d->window_bits++;
+    d->mem_level = d->window_bits == WINDOW_BITS_MAX ? MEM_LEVEL_MAX : d->window_bits - 7;
     d->base = (struct pump_source){
         .ops = &deflate_ops,
         .cls = GATEWAY_GZIP,
         /* A stream's bound without the stream: zlib's most conservative. */
         .buf_size = deflateBound(Z_NULL, (uLong)d->slice) + 64,
-        .held = d->in_cap + DEFLATE_MEMORY,
+        .held = d->in_cap + deflate_memory(d->window_bits, d->mem_level),
         .input_piece = d->slice,
     };
     return d;
@@ -173,12 +190,14 @@ static int gzip_on_headers(struct conn *c, const struct request *req)
 static int gzip_on_request(struct conn *c, const struct request *req)
 {
     const struct config *cfg = conn_server(c)->cfg;
-    size_t slice = cfg->gzip_partition;
-    /* `whole` of a chunked body: room for one byte past the limit, which
-     * then gets its 413 before any of the body is deflated. */
-    if (slice == CONFIG_WHOLE)
-        slice = req->has_length ? (size_t)req->content_length : cfg->gzip_max_body + 1;
-    struct deflate_source *d = deflate_new(slice);
+    /* A slice is no larger than a body of known length. `whole` of a
+     * chunked body: room for one byte past the limit, which then gets its
+     * 413 before any of the body is deflated. */
+    uint64_t len = req->has_length ? req->content_length : UINT64_MAX;
+    size_t slice = req->has_length                       ? pump_piece(cfg->gzip_partition, len)
+                   : cfg->gzip_partition == CONFIG_WHOLE ? cfg->gzip_max_body + 1
+                                                         : cfg->gzip_partition;
+    struct deflate_source *d = deflate_new(slice, len);
     if (d == NULL)
         return 503;
     d->conn = c;
@@ -222,7 +241,7 @@ static void gzip_on_body_end(struct conn *c)
 
 struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition)
 {
-    struct deflate_source *d = deflate_new(pump_piece(partition, size));
+    struct deflate_source *d = deflate_new(pump_piece(partition, size), size);
     if (d == NULL) {
         close(fd);
         return NULL;

@@ -31,6 +31,8 @@ def stalled_whole():
            memory(srv))
         is_(memory(srv)["held"], 2 * MiB, "the other two hold the budget, no more")
         is_(srv.get("/small.txt").body, SMALL, "a small file is served meanwhile (its own lane)")
+        ok(gzip_roundtrip(srv.port, SMALL, False),
+           "and a small /gzip body: its slice, window and hash are sized to it")
         # All at once: which two hold the budget is the server's choice.
         bodies = in_parallel(lambda i: stalled[i].read_response().body, 4)
         is_(sum(b != BIG for b in bodies), 0, "once read, all four are byte-exact")
