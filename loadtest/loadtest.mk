@@ -8,6 +8,8 @@
 #                       gateway without HTTP: fifo and fair, piece sizes, auto
 #                       (BENCH_POOL_ARGS="SECONDS THREADS CHAINS", default 3 4 10)
 #   make loadtest-deps  install wrk, gnuplot and nginx (Debian packages)
+#   make demo           the clogging live, for a talk (README: "Giving the talk"):
+#                       DEMO_ARGS="--script", "--connections 16 --flood-size 64m", ...
 #
 # Extra arguments for loadtest/run.py go in LOADTEST_ARGS, e.g.
 #   make loadtest LOADTEST_ARGS="--partitions 4k,64k,whole --rounds 5"
@@ -15,7 +17,7 @@
 LOADTEST_PKGS := wrk gnuplot-nox nginx-light
 LOADTEST_RUN  := python3 loadtest/run.py
 
-.PHONY: loadtest-deps bench-pool
+.PHONY: loadtest-deps bench-pool demo
 
 # The probe parses responses with llhttp: the objects the server links (LL_OBJ).
 build/probe: loadtest/probe.c $(LL_OBJ)
@@ -51,3 +53,13 @@ bench-pool: build/bench_pool build/pool-16m.bin
 
 loadtest-deps:
 	@$(call apt_install,$(LOADTEST_PKGS))
+
+# On a terminal the demo runs as a foreground job of its own (bash -m), as
+# make run does, so that Ctrl-C reaches it alone: it stops what it started,
+# by PID, and make exits 0.
+DEMO_CMD := python3 loadtest/demo.py $(DEMO_ARGS)
+demo: build/unclog build/probe
+	@if [ -t 0 ]; then exec bash -mc '$(DEMO_CMD)'; else exec $(DEMO_CMD); fi
+
+# tests/integration/41_demo.t runs the demo and the probe.
+test test-asan: build/probe

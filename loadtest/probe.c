@@ -14,8 +14,15 @@
  *
  * Output: one JSON line of counts and percentiles on stdout; with --csv, one
  * row per scheduled request (scheduled time, latency, outcome, status).
+ * With --every S, also a JSON line every S seconds, as it goes, of the
+ * requests that ended in that window (by the time they ended).
+ *
+ * --flood N is the other mode: N connections each GET the path again as soon
+ * as the last response has ended, as fast as the server lets them, counting
+ * body bytes (a wrk -cN for machines without wrk; make demo uses it there).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <llhttp.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -30,7 +37,7 @@
 #define NS_PER_SEC 1000000000ull
 #define MAX_CONNS  1024
 
-enum mode { MODE_GET, MODE_GZIP };
+enum mode { MODE_GET, MODE_GZIP, MODE_FLOOD };
 
 struct options {
     enum mode mode;
@@ -43,6 +50,8 @@ struct options {
     int max_conns;   /* upper bound when all are busy */
     size_t body_size;
     const char *csv;
+    double every; /* seconds between progress lines; 0: none */
+    int flood;    /* MODE_FLOOD: connections */
 };
 
 enum outcome { OUTCOME_PENDING, OUTCOME_OK, OUTCOME_ERROR, OUTCOME_TIMEOUT };
@@ -80,10 +89,11 @@ struct probe {
     uv_thread_t clock;
     uv_buf_t request; /* the one request every send writes; lives until exit */
     uint64_t start_ns, interval_ns, timeout_ns;
-    long total;    /* requests scheduled in all */
-    long next;     /* next request to send */
-    long done;     /* requests with an outcome */
-    long *backlog; /* due requests waiting for a connection, FIFO */
+    uint64_t end_ns, stop_ns; /* a flood's end; when the run stopped */
+    long total;               /* requests scheduled in all */
+    long next;                /* next request to send */
+    long done;                /* requests with an outcome */
+    long *backlog;            /* due requests waiting for a connection, FIFO */
     long backlog_head, backlog_tail;
     struct sample *samples;
     struct conn *slots[MAX_CONNS];
@@ -91,6 +101,13 @@ struct probe {
     int live; /* connections not closing */
     long opened;
     bool stopping;
+    uint64_t bytes; /* response body bytes, all run */
+    long flood_ok, flood_errors;
+    /* --every: what ended since the last progress line */
+    uv_timer_t every;
+    uint64_t win_start_ns, win_bytes;
+    uint64_t *win; /* latencies of the requests that ended */
+    long win_n, win_cap, win_ok, win_errors, win_timeouts;
 };
 
 static char read_buf[65536];
@@ -98,18 +115,22 @@ static char read_buf[65536];
 static void conn_close(struct conn *c);
 static void conn_send(struct conn *c, long req);
 static void pump(struct probe *p);
+static void window_print(struct probe *p);
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: probe --port N [--get PATH | --gzip] [options]\n"
+            "       probe --port N --flood CONNS --get PATH [--duration S] [--every S]\n"
             "  --rate R         requests per second (default 200)\n"
             "  --duration S     seconds of sending (default 10)\n"
             "  --timeout S      give up on a request S seconds after its schedule (default 10)\n"
             "  --conns N        connections opened up front (default 4)\n"
             "  --max-conns N    connections at most, opened when all are busy (default 64)\n"
             "  --body-size B    POST /gzip body bytes (default 1024)\n"
-            "  --csv FILE       one row per request: sched_s,latency_ms,outcome,status\n");
+            "  --csv FILE       one row per request: sched_s,latency_ms,outcome,status\n"
+            "  --every S        a JSON line every S seconds: what ended in that window\n"
+            "  --flood CONNS    no schedule: CONNS connections GET PATH back to back\n");
 }
 
 static uint64_t sched_ns(const struct probe *p, long req)
@@ -117,8 +138,34 @@ static uint64_t sched_ns(const struct probe *p, long req)
     return p->start_ns + (uint64_t)req * p->interval_ns;
 }
 
+static void window_add(struct probe *p, enum outcome outcome, uint64_t latency_ns)
+{
+    p->win_ok += outcome == OUTCOME_OK;
+    p->win_errors += outcome == OUTCOME_ERROR;
+    p->win_timeouts += outcome == OUTCOME_TIMEOUT;
+    if (p->opt.every <= 0 || p->opt.mode == MODE_FLOOD || outcome == OUTCOME_ERROR) {
+        return;
+    }
+    if (p->win_n == p->win_cap) {
+        long cap = p->win_cap ? 2 * p->win_cap : 1024;
+        uint64_t *win = realloc(p->win, sizeof *win * (size_t)cap);
+        if (win == NULL) {
+            return; /* the line shows fewer requests; nothing worse */
+        }
+        p->win = win;
+        p->win_cap = cap;
+    }
+    p->win[p->win_n++] = latency_ns;
+}
+
 static void record(struct probe *p, long req, enum outcome outcome, int status)
 {
+    if (p->opt.mode == MODE_FLOOD) {
+        p->flood_ok += outcome == OUTCOME_OK;
+        p->flood_errors += outcome != OUTCOME_OK;
+        window_add(p, outcome, 0);
+        return;
+    }
     struct sample *s = &p->samples[req];
     if (s->outcome != OUTCOME_PENDING) {
         return;
@@ -129,6 +176,7 @@ static void record(struct probe *p, long req, enum outcome outcome, int status)
     s->outcome = outcome;
     s->status = status;
     p->done++;
+    window_add(p, outcome, s->latency_ns);
 }
 
 /* ---- connections ---------------------------------------------------------- */
@@ -190,7 +238,9 @@ static void conn_finish(struct conn *c)
     record(p, c->req, ok ? OUTCOME_OK : OUTCOME_ERROR, c->status);
     c->req = -1;
     if (c->close_after) {
-        conn_close(c);
+        conn_close(c); /* a flood's next tick opens another */
+    } else if (p->opt.mode == MODE_FLOOD) {
+        conn_send(c, 0);
     } else {
         idle_push(p, c);
     }
@@ -222,8 +272,18 @@ static int on_message_complete(llhttp_t *parser)
     return HPE_PAUSED;
 }
 
+static int on_body(llhttp_t *parser, const char *at, size_t len)
+{
+    struct conn *c = parser->data;
+    (void)at;
+    c->probe->bytes += len;
+    c->probe->win_bytes += len;
+    return 0;
+}
+
 static const llhttp_settings_t parser_settings = {
     .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
 
@@ -416,8 +476,13 @@ static void expire(struct probe *p, uint64_t now)
 static void stop(struct probe *p)
 {
     p->stopping = true;
+    p->stop_ns = uv_hrtime();
+    if (p->opt.every > 0 && p->win_ok + p->win_errors + p->win_timeouts + p->win_bytes > 0) {
+        window_print(p); /* the last, partial window */
+    }
     uv_timer_stop(&p->timer);
     uv_close((uv_handle_t *)&p->timer, NULL);
+    uv_close((uv_handle_t *)&p->every, NULL);
     uv_close((uv_handle_t *)&p->due, NULL);
     for (int i = 0; i < p->opt.max_conns; i++) {
         if (p->slots[i] != NULL) {
@@ -449,9 +514,38 @@ static void probe_on_due(uv_async_t *async)
     advance(async->data);
 }
 
+/* A flood's tick: stops when its time is up, else opens what it lacks of its connections. */
+static void flood_tick(struct probe *p)
+{
+    if (p->stopping) {
+        return;
+    }
+    if (uv_hrtime() >= p->end_ns) {
+        stop(p);
+        return;
+    }
+    while (p->live < p->opt.flood) {
+        struct conn *c = conn_open(p);
+        if (c == NULL) {
+            return; /* a slot frees when a closing connection's callback runs */
+        }
+        conn_send(c, 0);
+    }
+}
+
 static void probe_on_timer(uv_timer_t *timer)
 {
-    advance(timer->data);
+    struct probe *p = timer->data;
+    if (p->opt.mode == MODE_FLOOD) {
+        flood_tick(p);
+    } else {
+        advance(p);
+    }
+}
+
+static void probe_on_every(uv_timer_t *timer)
+{
+    window_print(timer->data);
 }
 
 /*
@@ -495,6 +589,25 @@ static double pct_ms(const uint64_t *v, long n, double pct)
     return (double)v[rank - 1] / (double)NS_PER_MS;
 }
 
+/* --every: one JSON line of what ended since the last one; "t" is CLOCK_MONOTONIC seconds. */
+static void window_print(struct probe *p)
+{
+    uint64_t now = uv_hrtime();
+    double secs = (double)(now - p->win_start_ns) / NS_PER_SEC;
+    long n = p->win_n;
+    qsort(p->win, (size_t)n, sizeof *p->win, cmp_u64);
+    printf("{\"t\":%.3f,\"window_s\":%.3f,\"ok\":%ld,\"errors\":%ld,\"timeouts\":%ld,"
+           "\"p50_ms\":%.3f,\"p99_ms\":%.3f,\"max_ms\":%.3f,\"bytes\":%" PRIu64 ",\"mb_s\":%.1f}\n",
+           (double)now / NS_PER_SEC, secs, p->win_ok, p->win_errors, p->win_timeouts,
+           pct_ms(p->win, n, 50), pct_ms(p->win, n, 99),
+           n > 0 ? (double)p->win[n - 1] / NS_PER_MS : 0.0, p->win_bytes,
+           secs > 0 ? (double)p->win_bytes / secs / 1e6 : 0.0);
+    fflush(stdout);
+    p->win_start_ns = now;
+    p->win_n = p->win_ok = p->win_errors = p->win_timeouts = 0;
+    p->win_bytes = 0;
+}
+
 static const char *outcome_name(enum outcome o)
 {
     switch (o) {
@@ -532,6 +645,15 @@ static int write_csv(const struct probe *p)
  */
 static int report(const struct probe *p)
 {
+    if (p->opt.mode == MODE_FLOOD) {
+        double secs = (double)(p->stop_ns - p->start_ns) / NS_PER_SEC;
+        printf("{\"mode\":\"flood\",\"path\":\"%s\",\"conns\":%d,\"duration\":%.3f,"
+               "\"requests\":%ld,\"errors\":%ld,\"conns_opened\":%ld,\"bytes\":%" PRIu64
+               ",\"mb_s\":%.1f}\n",
+               p->opt.path, p->opt.flood, secs, p->flood_ok, p->flood_errors, p->opened, p->bytes,
+               secs > 0 ? (double)p->bytes / secs / 1e6 : 0.0);
+        return 0;
+    }
     uint64_t *lat = malloc(sizeof *lat * (size_t)(p->total + 1));
     if (lat == NULL) {
         return -1;
@@ -555,12 +677,13 @@ static int report(const struct probe *p)
     printf("{\"mode\":\"%s\",\"path\":\"%s\",\"rate\":%g,\"duration\":%g,"
            "\"scheduled\":%ld,\"ok\":%ld,\"errors\":%ld,\"timeouts\":%ld,\"conns_opened\":%ld,"
            "\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"p999_ms\":%.3f,"
-           "\"max_ms\":%.3f,\"send_lag_mean_ms\":%.3f,\"send_lag_max_ms\":%.3f}\n",
+           "\"max_ms\":%.3f,\"send_lag_mean_ms\":%.3f,\"send_lag_max_ms\":%.3f,"
+           "\"start_s\":%.6f}\n",
            p->opt.mode == MODE_GZIP ? "gzip" : "get", p->opt.path, p->opt.rate, p->opt.duration,
            p->total, ok, errors, timeouts, p->opened, n > 0 ? sum / (double)n : 0.0,
            pct_ms(lat, n, 50), pct_ms(lat, n, 90), pct_ms(lat, n, 99), pct_ms(lat, n, 99.9),
-           n > 0 ? (double)lat[n - 1] / NS_PER_MS : 0.0, n > 0 ? lag_sum / (double)n : 0.0,
-           lag_max);
+           n > 0 ? (double)lat[n - 1] / NS_PER_MS : 0.0, n > 0 ? lag_sum / (double)n : 0.0, lag_max,
+           (double)p->start_ns / NS_PER_SEC);
     free(lat);
     if (p->opt.csv != NULL) {
         return write_csv(p);
@@ -605,7 +728,7 @@ static int build_request(struct probe *p)
         return -1;
     }
     int len;
-    if (o->mode == MODE_GET) {
+    if (o->mode != MODE_GZIP) {
         len = snprintf(req, cap,
                        "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: unclog-probe\r\n\r\n",
                        o->path);
@@ -672,7 +795,7 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->port = (int)x;
         } else if (strcmp(a, "--rate") == 0 && (ok = parse_number(v, 0.1, 100000, &x))) {
             o->rate = x;
-        } else if (strcmp(a, "--duration") == 0 && (ok = parse_number(v, 0.01, 3600, &x))) {
+        } else if (strcmp(a, "--duration") == 0 && (ok = parse_number(v, 0.01, 86400, &x))) {
             o->duration = x;
         } else if (strcmp(a, "--timeout") == 0 && (ok = parse_number(v, 0.01, 600, &x))) {
             o->timeout = x;
@@ -684,6 +807,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->body_size = (size_t)x;
         } else if (strcmp(a, "--csv") == 0) {
             o->csv = v;
+        } else if (strcmp(a, "--every") == 0 && (ok = parse_number(v, 0.01, 3600, &x))) {
+            o->every = x;
+        } else if (strcmp(a, "--flood") == 0 && (ok = parse_number(v, 1, MAX_CONNS, &x))) {
+            o->flood = (int)x;
         } else {
             ok = false;
         }
@@ -697,6 +824,15 @@ static int parse_args(int argc, char **argv, struct options *o)
     if (o->port == 0) {
         fprintf(stderr, "probe: --port is required\n");
         return -1;
+    }
+    if (o->flood > 0) {
+        if (o->mode != MODE_GET || strcmp(o->path, "/") == 0) {
+            fprintf(stderr, "probe: --flood needs --get PATH\n");
+            return -1;
+        }
+        o->mode = MODE_FLOOD;
+        o->max_conns = o->flood; /* the slots its connections take */
+        o->conns = 0;            /* opened by its first tick */
     }
     if (o->conns > o->max_conns) {
         o->conns = o->max_conns;
@@ -715,7 +851,7 @@ int main(int argc, char **argv)
     /* A server closing mid-write must surface as EPIPE, not kill the probe. */
     signal(SIGPIPE, SIG_IGN);
     p->loop = uv_default_loop();
-    p->total = (long)(p->opt.rate * p->opt.duration);
+    p->total = p->opt.mode == MODE_FLOOD ? 1 : (long)(p->opt.rate * p->opt.duration);
     p->total = p->total < 1 ? 1 : p->total;
     p->interval_ns = (uint64_t)((double)NS_PER_SEC / p->opt.rate);
     p->timeout_ns = (uint64_t)(p->opt.timeout * NS_PER_SEC);
@@ -732,24 +868,37 @@ int main(int argc, char **argv)
         }
     }
     /* Give the first connections a moment to be established before the clock starts. */
-    p->start_ns = uv_hrtime() + 50 * NS_PER_MS;
-    if (uv_timer_init(p->loop, &p->timer) < 0 ||
+    bool flood = p->opt.mode == MODE_FLOOD;
+    p->start_ns = uv_hrtime() + (flood ? 0 : 50 * NS_PER_MS);
+    p->end_ns = p->start_ns + (uint64_t)(p->opt.duration * NS_PER_SEC);
+    if (uv_timer_init(p->loop, &p->timer) < 0 || uv_timer_init(p->loop, &p->every) < 0 ||
         uv_async_init(p->loop, &p->due, probe_on_due) < 0) {
         fprintf(stderr, "probe: loop setup failed\n");
         return 1;
     }
     p->timer.data = p;
+    p->every.data = p;
     p->due.data = p;
     uv_timer_start(&p->timer, probe_on_timer, 10, 10);
-    if (uv_thread_create(&p->clock, clock_run, p) < 0) {
+    if (p->opt.every > 0) {
+        uint64_t ms = (uint64_t)(p->opt.every * 1000);
+        p->win_start_ns = uv_hrtime();
+        uv_timer_start(&p->every, probe_on_every, ms, ms);
+    }
+    if (flood) {
+        flood_tick(p);
+    } else if (uv_thread_create(&p->clock, clock_run, p) < 0) {
         fprintf(stderr, "probe: cannot start the clock thread\n");
         return 1;
     }
     uv_run(p->loop, UV_RUN_DEFAULT);
-    uv_thread_join(&p->clock);
+    if (!flood) {
+        uv_thread_join(&p->clock);
+    }
     int rc = report(p);
     free(p->samples);
     free(p->backlog);
+    free(p->win);
     free(p->request.base);
     if (uv_loop_close(p->loop) != 0) {
         fprintf(stderr, "probe: loop not closed cleanly\n");

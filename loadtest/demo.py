@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""make demo: the clogged threadpool, live, for a talk (README: "Giving the talk").
+
+Starts unclog with --admin on in the clogged state (partition whole,
+scheduler fifo, small-file cache off) on a demo docroot, a flood of big
+downloads (wrk, or build/probe --flood without it) and the constant-rate
+probe on a 1 KiB file. Once a second it prints the probe's p50/p99 over that
+second, the server's own small-request p99 (/stats) and the flood's MB/s, so
+the room sees the numbers with or without the dashboard. Ctrl-C stops
+everything it started, by PID, and exits 0.
+
+    python3 loadtest/demo.py                 # until Ctrl-C
+    python3 loadtest/demo.py --duration 30   # stops by itself
+    python3 loadtest/demo.py --script        # the talk's four phases, then a table
+
+As in make loadtest, with two CPUs or more the server runs on CPU 0 and the
+load on CPU 1 (the probe on CPU 2 when there is one, away from the flood).
+Python 3 standard library only.
+"""
+
+import argparse
+import json
+import os
+import queue
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+
+from unclogbench import HERE, TEMPLATES, TOP, MiB, log
+from unclogbench.load import LOAD_CPU
+from unclogbench.procs import Processes
+from unclogbench.servers import free_port, http, tail
+
+FILES = 8  # distinct big files: wrk takes them in turn (wrk.lua)
+SMALL = "/small.bin"  # the probe's 1 KiB file
+PROBE_CPU = 2 if (os.cpu_count() or 1) >= 3 else LOAD_CPU
+SETTLE = 2.0  # seconds at the start of a --script phase left out of its figures
+STEP = 0.25  # seconds: the windows in which --script times a switch
+FOREVER = 86000  # seconds: the probe's duration without --duration (its limit is a day)
+# --script: (name, the POST /settings body that starts the phase)
+PHASES = [("whole + fifo", None), ("64k", "partition=64k"), ("whole", "partition=whole"),
+          ("fair + auto", "scheduler=fair&partition=auto")]
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--port", type=int, default=8080,
+                    help="default 8080, or a free one if taken (0: a free one)")
+    ap.add_argument("--connections", type=int, default=16, help="flood connections (default 16)")
+    ap.add_argument("--flood-size", default="16m", help="size of each big file (default 16m)")
+    ap.add_argument("--rate", type=float, default=100, help="probe requests/s (default 100)")
+    ap.add_argument("--duration", type=float, help="stop by itself after this many seconds")
+    ap.add_argument("--script", action="store_true",
+                    help="whole+fifo, 64k, whole, fair+auto, each --phase seconds, then the "
+                    "tables (--duration is ignored)")
+    ap.add_argument("--phase", type=float, default=10, help="--script: seconds per phase")
+    ap.add_argument("--emulate-disk", help="start with emulate_disk, e.g. 8ms,120m")
+    ap.add_argument("--no-wrk", action="store_true", help="flood with build/probe --flood")
+    ap.add_argument("--dir", default=os.path.join(TOP, "build", "demo"), help="demo docroot")
+    ap.add_argument("--unclog", default=os.path.join(TOP, "build", "unclog"))
+    ap.add_argument("--probe", default=os.path.join(TOP, "build", "probe"))
+    args = ap.parse_args(argv)
+    m = re.fullmatch(r"(\d+)([km]?)", args.flood_size.lower())
+    if not m or int(m[1]) == 0:
+        ap.error("--flood-size: a size such as 16m, 512k or 65536")
+    args.flood_bytes = int(m[1]) * {"": 1, "k": 1024, "m": MiB}[m[2]]
+    return args
+
+
+# ---- the docroot -------------------------------------------------------------------
+
+def write_random(path, size):
+    """A file of random (incompressible) bytes, unless it is there with that size."""
+    if os.path.exists(path) and os.path.getsize(path) == size:
+        return
+    with open(path + ".tmp", "wb") as f:
+        for left in range(size, 0, -MiB):
+            f.write(os.urandom(min(left, MiB)))
+    os.replace(path + ".tmp", path)
+
+
+def make_docroot(root, flood_bytes):
+    """static/ (the dashboard) copied, not linked: links out of the root are refused."""
+    os.makedirs(os.path.join(root, "flood"), exist_ok=True)
+    static = os.path.join(TOP, "static")
+    for name in os.listdir(static):
+        if os.path.isfile(os.path.join(static, name)):
+            shutil.copy2(os.path.join(static, name), os.path.join(root, name))
+    write_random(root + SMALL, 1024)
+    paths = [f"/flood/big-{i:02d}.bin" for i in range(FILES)]
+    for p in paths:
+        write_random(root + p, flood_bytes)
+        with open(root + p, "rb") as f:  # warm the page cache
+            while f.read(4 * MiB):
+                pass
+    return paths
+
+
+# ---- the processes -------------------------------------------------------------------
+
+def port_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def start_server(procs, args, logpath):
+    """unclog in the clogged state; returns (process, port) once it listens."""
+    port = args.port if port_free(args.port) else free_port()
+    cmd = [args.unclog, "-c", os.path.join(TEMPLATES, "unclog.conf"),
+           "--listen", f"127.0.0.1:{port}", "--root", args.dir, "--admin", "on",
+           "--access-log", "off", "--threads", "4", "--partition", "whole",
+           "--scheduler", "fifo", "--file-cache", "off",
+           *(["--emulate-disk", args.emulate_disk] if args.emulate_disk else [])]
+    with open(logpath, "w") as logf:
+        # A session of its own: the terminal's Ctrl-C reaches the demo alone,
+        # which then stops everything in order, by PID.
+        proc = procs.spawn(cmd, cpu=0, stdout=logf, stderr=logf, start_new_session=True)
+    deadline = time.time() + 10
+    while time.time() < deadline and proc.poll() is None:
+        with open(logpath, errors="replace") as f:
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/", f.read())
+        if m:
+            return proc, int(m[1])
+        time.sleep(0.02)
+    sys.exit(f"unclog did not start; {logpath}:\n{tail(logpath)}")
+
+
+def start_flood(procs, args, port, paths, seconds):
+    """wrk over the big files in turn, or build/probe --flood on the first; (process, name)."""
+    if shutil.which("wrk") and not args.no_wrk:
+        name, env = "wrk", dict(os.environ, UNCLOG_PATHS=",".join(paths))
+        cmd = ["wrk", "-t1", f"-c{args.connections}", f"-d{int(seconds) + 5}s", "--timeout",
+               "30s", "-s", os.path.join(HERE, "wrk.lua"), f"http://127.0.0.1:{port}{paths[0]}"]
+    else:
+        name, env = "probe --flood", None
+        cmd = [args.probe, "--port", str(port), "--flood", str(args.connections),
+               "--get", paths[0], "--duration", str(seconds + 5)]
+    proc = procs.spawn(cmd, cpu=LOAD_CPU, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, start_new_session=True)
+    return proc, name
+
+
+def start_probe(procs, args, port, seconds, csv):
+    """build/probe on the small file, a JSON line a second; its lines go to a queue."""
+    cmd = [args.probe, "--port", str(port), "--get", SMALL, "--rate", str(args.rate),
+           "--duration", str(seconds), "--timeout", "10", "--every", "1",
+           *(["--csv", csv] if csv else [])]
+    proc = procs.spawn(cmd, cpu=PROBE_CPU, stdout=subprocess.PIPE, text=True,
+                       start_new_session=True)
+    lines = queue.Queue()
+
+    def read():
+        for line in proc.stdout:
+            if line.startswith("{"):
+                lines.put(json.loads(line))
+        lines.put(None)
+    threading.Thread(target=read, daemon=True).start()
+    return proc, lines
+
+
+# ---- what it shows -------------------------------------------------------------------
+
+def get_stats(port):
+    try:
+        return json.loads(http(port, "/stats", timeout=2)[1])
+    except Exception:  # a busy or stopping server: that second shows dashes
+        return None
+
+
+def post_settings(port, body):
+    """POST /settings; returns (status, seconds it took)."""
+    start = time.monotonic()
+    try:
+        status = http(port, "/settings", body=body.encode(), timeout=10)[0]
+    except urllib.error.HTTPError as e:
+        status = e.code
+    except OSError as e:
+        status = str(e)
+    return status, time.monotonic() - start
+
+
+def ms(x):
+    """3 significant figures or so: 0.42, 12.3, 214."""
+    if x is None:
+        return "–"
+    return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:,.0f}"
+
+
+def size_name(v):
+    if isinstance(v, int):
+        return f"{v // MiB}m" if v % MiB == 0 else f"{v // 1024}k" if v % 1024 == 0 else str(v)
+    return str(v)
+
+
+class Ticker:
+    """One line a second from the probe's window and the server's /stats."""
+
+    HEADER = "   time  setting      probe p50 ms  p99 ms   server small p99 ms   flood MB/s"
+    ROW = "{:>5.0f} s  {:<12} {:>12} {:>7} {:>21} {:>12}{}"
+
+    def __init__(self, port, start):
+        self.port, self.start = port, start
+        stats = get_stats(port)  # the first line's MB/s count from here
+        self.last = (time.monotonic(), stats["bytes_sent"]) \
+            if stats and "bytes_sent" in stats else None  # (monotonic, bytes_sent)
+        self.samples = []  # (monotonic, probe line, small p99 ms, bytes_sent)
+
+    def line(self, win):
+        now = time.monotonic()
+        stats = get_stats(self.port)
+        setting = small = mb_s = sent = None
+        if stats:
+            setting = f"{size_name(stats['partition'])} {stats['scheduler']['mode']}"
+            small = stats.get("latency", {}).get("small", {}).get("p99_us")
+            small = small / 1000 if small is not None else None
+            sent = stats.get("bytes_sent")
+            if sent is not None and self.last:
+                mb_s = (sent - self.last[1]) / (now - self.last[0]) / 1e6
+            self.last = (now, sent) if sent is not None else None
+        self.samples.append((now, win, small, sent))
+        probe = (ms(win["p50_ms"]), ms(win["p99_ms"])) if win["ok"] else ("–", "–")
+        errs = f"  ({win['errors']} errors, {win['timeouts']} timeouts)" \
+            if win["errors"] or win["timeouts"] else ""
+        log(self.ROW.format(now - self.start, setting or "–", *probe, ms(small),
+                            f"{mb_s:,.0f}" if mb_s is not None else "–", errs))
+
+
+# ---- --script: the figures --------------------------------------------------------------
+
+def pct(values, p):
+    """Nearest-rank percentile, as the probe computes it."""
+    if not values:
+        return None
+    v = sorted(values)
+    return v[min(len(v), max(1, -(-len(v) * p // 100))) - 1]
+
+
+def read_probe_csv(path, start_s):
+    """[(absolute scheduled monotonic time, latency ms)] of answered or timed-out requests."""
+    out = []
+    with open(path) as f:
+        next(f)
+        for row in f:
+            sched, lat, outcome, _ = row.strip().split(",")
+            if outcome in ("ok", "timeout"):
+                out.append((start_s + float(sched), float(lat)))
+    return out
+
+
+def script_report(phases, reqs, ticker, end):
+    """The table per phase and, for each switch, how long the probe's p99 took to move 10x."""
+    bounds = [t for _, t in phases] + [end]
+    settle = min(SETTLE, (end - bounds[0]) / len(phases) / 4)
+    rows, p99s = [], []
+    log(f"\nPhases (figures leave out each phase's first {settle:g} s):\n")
+    log("| phase | probe p50 ms | probe p99 ms | server small p99 ms | flood MB/s |")
+    log("|---|---|---|---|---|")
+    for i, (name, _) in enumerate(phases):
+        lo, hi = bounds[i] + settle, bounds[i + 1]
+        lat = [l for t, l in reqs if lo <= t < hi]
+        small = [s for t, _, s, _ in ticker.samples if lo <= t < hi and s is not None]
+        sent = [(t, b) for t, _, _, b in ticker.samples if lo <= t < hi and b is not None]
+        mb_s = (sent[-1][1] - sent[0][1]) / (sent[-1][0] - sent[0][0]) / 1e6 \
+            if len(sent) >= 2 else None
+        p99s.append(pct(lat, 99))
+        rows.append(f"| {name} | {ms(pct(lat, 50))} | {ms(p99s[-1])} | "
+                    f"{ms(statistics.median(small)) if small else '–'} | "
+                    f"{f'{mb_s:,.0f}' if mb_s is not None else '–'} |")
+    log("\n".join(rows))
+    log(f"\nSwitches: the first {STEP:g} s after the POST whose probe p99 (requests sent in it)"
+        f"\nhas moved 10× from the phase before, or is within 2× of the phase after:\n")
+    log("| switch | p99 before → after ms | moved 10× within | within 2× of after |")
+    log("|---|---|---|---|")
+    for i in range(1, len(phases)):
+        before, after, t0 = p99s[i - 1], p99s[i], phases[i][1]
+        if not (before and after):
+            continue
+        up = after > before
+        windows = [pct([l for t, l in reqs if t0 + k * STEP <= t < t0 + (k + 1) * STEP], 99)
+                   for k in range(int((bounds[i + 1] - t0) / STEP))]
+
+        def first(reached):
+            k = next((k for k, w in enumerate(windows) if w is not None and reached(w)), None)
+            return "not in the phase" if k is None else f"{(k + 1) * STEP:.2f} s"
+        apart = max(before, after) / min(before, after)
+        moved = first(lambda w: w >= 10 * before if up else w <= before / 10) \
+            if apart >= 10 else f"– ({apart:.1f}× apart)"
+        level = first(lambda w: w >= after / 2 if up else w <= after * 2)
+        log(f"| {phases[i - 1][0]} → {phases[i][0]} | {ms(before)} → {ms(after)} | {moved} | "
+            f"{level} |")
+
+
+# ---- the run -------------------------------------------------------------------
+
+def banner(port, pids):
+    url = f"http://127.0.0.1:{port}"
+    log(f"started: {', '.join(f'{name} pid {pid}' for name, pid in pids)}")
+    log(f"""
+Dashboard: {url}/dashboard.html
+  now    partition whole, scheduler fifo: small requests queue behind whole-file reads
+  then   set partition to 64k: the small-request p99 falls, and so do the MB/s
+  then   set scheduler to fair and partition to auto: p99 stays low, the MB/s come back
+  (or from a shell: curl -d partition=64k {url}/settings)
+Ctrl-C stops everything.
+""")
+    log(Ticker.HEADER)
+
+
+def run(args, procs):
+    if not all(os.access(x, os.X_OK) for x in (args.unclog, args.probe)):
+        sys.exit("build/unclog or build/probe missing: run make build/unclog build/probe")
+    log(f"demo docroot {os.path.relpath(args.dir)}: {FILES} files of {args.flood_size}, "
+        f"{SMALL} of 1 KiB, the dashboard")
+    paths = make_docroot(args.dir, args.flood_bytes)
+    logpath = os.path.join(args.dir, "unclog.log")
+    server, port = start_server(procs, args, logpath)
+    seconds = len(PHASES) * args.phase if args.script else args.duration or FOREVER
+    flood, flood_name = start_flood(procs, args, port, paths, seconds)
+    csv = os.path.join(args.dir, "script-probe.csv") if args.script else None
+    probe, lines = start_probe(procs, args, port, seconds, csv)
+    start = time.monotonic()
+    banner(port, [("unclog", server.pid), (flood_name, flood.pid), ("probe", probe.pid)])
+    ticker = Ticker(port, start)
+    phases = [(PHASES[0][0], start)]  # (name, monotonic time it began)
+    final = None
+    try:
+        while True:
+            if server.poll() is not None:
+                sys.exit(f"unclog exited ({server.returncode}):\n{tail(logpath)}")
+            if flood.poll() is not None:
+                sys.exit(f"the flood ({flood_name}) exited early ({flood.returncode})")
+            due = start + len(phases) * args.phase \
+                if args.script and len(phases) < len(PHASES) else None
+            if due is not None and time.monotonic() >= due:
+                name, body = PHASES[len(phases)]
+                phases.append((name, time.monotonic()))
+                status, took = post_settings(port, body)
+                log(f"--- POST /settings {body}: {status} in {took * 1000:.1f} ms ---")
+                continue
+            try:
+                item = lines.get(timeout=min(1.0, due - time.monotonic()) if due else 1.0)
+            except queue.Empty:
+                continue
+            if item is None:  # the probe has ended
+                if final is None:
+                    sys.exit(f"the probe failed ({probe.wait()})")
+                break
+            if "t" not in item:
+                final = item  # its summary
+            elif item["window_s"] >= 0.5:  # not the last, partial second
+                ticker.line(item)
+    finally:
+        # The load first, so that the server's graceful stop has nothing left to finish.
+        for proc in (probe, flood):
+            procs.stop(proc, grace=2)
+        rc, orphans = procs.stop(server)
+        log(f"stopped: probe, {flood_name} and unclog (exit status {rc})")
+    if args.script and final:
+        script_report(phases, read_probe_csv(csv, final["start_s"]), ticker,
+                      final["start_s"] + final["duration"])
+        log(f"\nThe probe: {final['ok']} answers, {final['errors']} errors, {final['timeouts']} "
+            f"timeouts; its own send lag (scheduled time to write, CPU {PROBE_CPU}) mean "
+            f"{ms(final['send_lag_mean_ms'])} ms, max {ms(final['send_lag_max_ms'])} ms.")
+    return 0 if rc == 0 and not orphans else 1
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        with Processes() as procs:
+            return run(args, procs)
+    except SystemExit as e:  # Processes turns SIGINT/SIGTERM/SIGHUP into 128 + signal
+        if e.code in (130, 143):
+            return 0
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
