@@ -32,7 +32,7 @@ static int stats_on_request(struct conn *c, const struct request *req)
     config_get(srv->cfg, "emulate_disk", disk, sizeof disk);
     buf_printf(&o, "\"emulate_disk\":\"%s\",\"admin\":%s,\"bytes_sent\":%" PRIu64 ",", disk,
                srv->cfg->admin ? "true" : "false", srv->bytes_sent);
-    /* Request latency by response size over the recent window (about 2 s):
+    /* Request latency by response size over the recent window (about 1 s):
      * small responses are what a flood makes wait. */
     buf_printf(&o, "\"latency\":{\"small_max_bytes\":%d", SERVER_SMALL_MAX);
     for (int i = 0; i < SERVER_SIZES; i++) {
@@ -93,7 +93,7 @@ static int stats_on_request(struct conn *c, const struct request *req)
                    i ? "," : "", gateway_class_name(i), s->submitted, s->completed, s->cancelled,
                    s->submitted - s->completed - s->cancelled, s->cost_total, s->queued_us_total,
                    s->queued_us_max, s->running_us_total, s->running_us_max);
-        /* The recent window (about 2 s): what a dashboard shows. */
+        /* The recent window (about 1 s): what a dashboard shows. */
         buf_printf(&o,
                    ",\"recent\":{\"jobs\":%" PRIu64 ",\"queued_us_p50\":%" PRIu64
                    ",\"queued_us_p99\":%" PRIu64 ",\"queued_us_max\":%" PRIu64

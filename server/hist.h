@@ -10,7 +10,7 @@
 
 #define HIST_BUCKETS 128 /* 4 per octave: values up to 2^32 */
 #define HIST_SLOTS   4
-#define HIST_SLOT_MS 500 /* the window: the last 1.5 to 2 s */
+#define HIST_SLOT_MS 250 /* the window: the last 0.75 to 1 s */
 
 struct hist_slot {
     uint64_t start_ms; /* the slot's first millisecond; values older are gone */
