@@ -86,7 +86,7 @@ static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *
     if (d->in == NULL)
         return -ENOMEM;
     if (!d->z_ready) {
-        /* windowBits 15 + 16: a gzip wrapper rather than zlib's. */
+        /* windowBits + 16: a gzip wrapper rather than zlib's. */
         if (deflateInit2(z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, d->window_bits + 16, d->mem_level,
                          Z_DEFAULT_STRATEGY) != Z_OK)
             return -ENOMEM;

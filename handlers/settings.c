@@ -1,6 +1,7 @@
 #include "handlers/settings.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,6 +115,19 @@ static int apply_form(struct server *srv, char *form, char err[CONFIG_ERR_MAX])
     return 0;
 }
 
+void settings_changes_json(const struct server *srv, struct buf *o)
+{
+    const char *sep = "";
+    buf_printf(o, "{");
+    for (int i = 0; i < SERVER_LIVE_KEYS; i++) {
+        if (srv->live_changed[i]) {
+            buf_printf(o, "%s\"%s\":%" PRIu64, sep, server_live_keys[i], srv->live_changed_ms[i]);
+            sep = ",";
+        }
+    }
+    buf_printf(o, "}");
+}
+
 static int send_settings(struct conn *c)
 {
     const struct server *srv = conn_server(c);
@@ -125,16 +139,9 @@ static int send_settings(struct conn *c)
         config_get(srv->cfg, server_live_keys[i], value, sizeof value);
         buf_printf(&o, ",\"%s\":\"%s\"", server_live_keys[i], value);
     }
-    buf_printf(&o, ",\"changed_ms\":{");
-    const char *sep = "";
-    for (int i = 0; i < SERVER_LIVE_KEYS; i++) {
-        if (srv->live_changed[i]) {
-            buf_printf(&o, "%s\"%s\":%llu", sep, server_live_keys[i],
-                       (unsigned long long)srv->live_changed_ms[i]);
-            sep = ",";
-        }
-    }
-    buf_printf(&o, "}}\n");
+    buf_printf(&o, ",\"changed_ms\":");
+    settings_changes_json(srv, &o);
+    buf_printf(&o, "}\n");
     if (o.failed) {
         free(o.data);
         return 500;

@@ -11,4 +11,10 @@
  * the switch is for the person at the machine (a talk, a lab). */
 extern const struct module settings_module;
 
+struct buf;
+struct server;
+
+/* Appends {"KEY":UPTIME_MS,...}: when each live setting last changed. */
+void settings_changes_json(const struct server *srv, struct buf *o);
+
 #endif

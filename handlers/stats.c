@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "handlers/settings.h"
 #include "server/gateway.h"
 #include "server/server.h"
 #include "server/util.h"
@@ -43,15 +44,9 @@ static int stats_on_request(struct conn *c, const struct request *req)
                    ",\"max_us\":%" PRIu64 "}",
                    i == SERVER_SMALL ? "small" : "large", h.count, h.p50, h.p99, h.max);
     }
-    buf_printf(&o, "},\"settings_changed_ms\":{");
-    const char *sep = "";
-    for (int i = 0; i < SERVER_LIVE_KEYS; i++) {
-        if (srv->live_changed[i]) {
-            buf_printf(&o, "%s\"%s\":%" PRIu64, sep, server_live_keys[i], srv->live_changed_ms[i]);
-            sep = ",";
-        }
-    }
-    buf_printf(&o, "},");
+    buf_printf(&o, "},\"settings_changed_ms\":");
+    settings_changes_json(srv, &o);
+    buf_printf(&o, ",");
     buf_printf(&o, "\"uptime_ms\":%" PRIu64 ",", uv_now(srv->loop) - srv->started_ms);
     buf_printf(&o,
                "\"connections\":{\"active\":%" PRIu64 ",\"accepted\":%" PRIu64

@@ -142,6 +142,10 @@ void conn__parse_input(struct conn *c);
 void conn__refuse_request(struct conn *c, const char *why);
 
 /* response.c */
+/* A streaming request's body has nowhere to go any more (refused, its
+ * source gone, or its response over): the rest stays unread, the route is
+ * not called again, and the connection closes after the response. */
+void conn__drop_stream(struct conn *c);
 /* The pump's completion: the response is out (0) or failed. */
 void conn__on_pump_done(struct pump *pump, int status);
 

@@ -292,12 +292,16 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
 static int on_message_complete(llhttp_t *p)
 {
     struct conn *c = parser_conn(p);
-    if (c->streaming) {
-        /* Answered already: from now on the client only has to read. */
-        c->streaming = false;
-        c->body_window = 0;
-        conn__start_sending(c);
-        c->route->on_body_end(c);
+    if (c->responding) {
+        /* Answered at its head (a streaming route): from now on the client
+         * only has to read. A stream that was dropped (refused, or its
+         * source could not start) has nobody left to tell. */
+        if (c->streaming) {
+            c->streaming = false;
+            c->body_window = 0;
+            conn__start_sending(c);
+            c->route->on_body_end(c);
+        }
         return HPE_PAUSED;
     }
     c->request_ready = true;
@@ -330,10 +334,7 @@ static void dispatch(struct conn *c)
     c->keep_alive = c->req.keep_alive && !c->srv->stopping;
     int status = c->deferred ? c->deferred : c->route->on_request(c, &c->req);
     if (status >= 400) {
-        if (c->streaming) {
-            c->streaming = false; /* its body stays unread: close after */
-            c->keep_alive = false;
-        }
+        conn__drop_stream(c);
         conn_send_error(c, status, c->route->allow);
     }
 }

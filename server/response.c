@@ -121,11 +121,7 @@ static void conn_finish(struct conn *c)
     c->responding = false;
     c->route = NULL;
     conn_set_state(c, NULL, NULL);
-    if (c->streaming) {
-        /* The response ended before its body did: the rest is unread. */
-        c->streaming = false;
-        c->keep_alive = false;
-    }
+    conn__drop_stream(c); /* a response that ended before its body did */
     if (!c->keep_alive || srv->stopping) {
         /* Always: bytes the client sent meanwhile may wait unread in the
          * kernel even when our buffer is empty (reading stops while we
@@ -228,6 +224,14 @@ void conn__on_pump_done(struct pump *pump, int status)
     conn__maybe_free(c);
 }
 
+void conn__drop_stream(struct conn *c)
+{
+    if (c->streaming) {
+        c->streaming = false;
+        c->keep_alive = false;
+    }
+}
+
 void conn_send_source(struct conn *c, struct pump_source *src, long long len)
 {
     bool chunked = false;
@@ -241,12 +245,15 @@ void conn_send_source(struct conn *c, struct pump_source *src, long long len)
         conn_head_add(c, "Transfer-Encoding: chunked\r\n");
     if (!head_finish(c) || c->req.head) {
         src->ops->release(src);
+        conn__drop_stream(c);
         if (c->head_out.failed)
             conn_send_error(c, 500, NULL);
         else
             write_out(c, NULL, 0);
         return;
     }
-    if (pump_start(&c->pump, src, c->head, c->head_out.len, chunked) < 0)
+    if (pump_start(&c->pump, src, c->head, c->head_out.len, chunked) < 0) {
+        conn__drop_stream(c);
         conn__close(c, false);
+    }
 }
