@@ -254,7 +254,9 @@ static int metrics_on_request(struct conn *c, const struct request *req)
 
     responses(&o, srv);
     metric(&o, "unclog_http_response_body_bytes_total", "counter",
-           "Response body bytes sent (heads not included).", srv->bytes_sent);
+           "Response body bytes handed to the kernel, counted as each piece goes (heads not "
+           "included).",
+           srv->bytes_sent);
     family(&o, "unclog_http_request_duration_seconds", "histogram",
            "Time from a request's first byte to its response's last byte handed to the kernel, by "
            "response body size: small (at most %d bytes) or large.",

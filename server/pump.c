@@ -94,6 +94,7 @@ static void write_slot(struct pump *pump, struct pump_slot *slot)
         return;
     }
     pump->sent += slot->len;
+    *pump->env->bytes_sent += slot->len;
     int rc = uv_write(&slot->req, pump->stream, bufs, n, pump_on_write);
     if (rc < 0) {
         slot->busy = false;

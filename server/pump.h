@@ -67,6 +67,7 @@ struct pump_env {
     struct budget *budget;
     struct pump_pieces files;   /* how file reads are cut now (partition) */
     struct disk_emulation disk; /* emulate_disk now */
+    uint64_t *bytes_sent;       /* the server's count, added to as each piece is written */
 };
 
 struct pump;

@@ -149,6 +149,7 @@ static void write_out(struct conn *c, const char *body, size_t len)
     uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_out.len),
                         uv_buf_init((char *)body, (unsigned)len)};
     c->bytes = len;
+    c->srv->bytes_sent += len;
     if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, conn_on_write) < 0)
         conn__close(c, false);
 }

@@ -370,7 +370,6 @@ void server_count_response(struct server *srv, const struct route *route, int st
                            uint64_t bytes, uint64_t us)
 {
     srv->requests++;
-    srv->bytes_sent += bytes;
     struct route_row *row = &srv->route_rows[0]; /* "none": refused before routing */
     for (unsigned i = 1; i < srv->nroute_rows; i++) {
         if (srv->route_rows[i].route == route)
@@ -405,7 +404,8 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->root_len = strlen(srv->root);
     gateway_init(&srv->gateway, loop, (enum sched_mode)cfg->scheduler, cfg->threads);
     budget_init(&srv->budget, cfg->max_buffer_memory);
-    srv->pump_env = (struct pump_env){.gateway = &srv->gateway, .budget = &srv->budget};
+    srv->pump_env = (struct pump_env){
+        .gateway = &srv->gateway, .budget = &srv->budget, .bytes_sent = &srv->bytes_sent};
     apply_to_pumps(srv);
     if (gateway_set_bulk_nice(&srv->gateway, (int)cfg->bulk_nice) < 0)
         log_warn("bulk_nice %u: off (needs root, or LimitNICE=20 to set threads back)",

@@ -64,7 +64,7 @@ struct server {
     time_t date_time;   /* the second date[] shows */
     struct conn *conns; /* live connections (intrusive list) */
     uint64_t accepted, active, requests, refused;
-    uint64_t bytes_sent; /* response bodies */
+    uint64_t bytes_sent; /* response body bytes handed to the kernel, as they go */
     struct route_row route_rows[SERVER_ROUTES_MAX];
     unsigned nroute_rows;
     /* From the first byte of a request to the last byte handed to the
