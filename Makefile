@@ -7,6 +7,7 @@
 #   make deps         install the Debian packages the build needs (root)
 #   make loadtest     the fairness experiment, quick pass (see loadtest/README.md)
 #   make format-check clang-format dry run
+#   make tools        every binary and page a documented target builds (CI)
 #   make install      binary, man page, config, example site, systemd unit
 #                     (PREFIX=/usr/local, DESTDIR; see install.mk); make uninstall
 
@@ -52,12 +53,16 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 OPT_FLAGS  := -O2 -g
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 
-SERVER_SRC  := $(wildcard server/*.c)
-HANDLER_SRC := $(wildcard handlers/*.c)
+# The core's rooms, bottom up: each uses only the rooms above it in this list.
+BASE_ROOM_SRC := $(wildcard server/base/*.c)
+POOL_ROOM_SRC := $(wildcard server/pool/*.c)
+HTTP_ROOM_SRC := $(wildcard server/http/*.c)
+SERVER_SRC  := $(BASE_ROOM_SRC) $(POOL_ROOM_SRC) $(HTTP_ROOM_SRC) $(wildcard server/*.c)
+HANDLER_SRC := $(wildcard handlers/*.c handlers/*/*.c)
 CORE_SRC    := $(SERVER_SRC) $(HANDLER_SRC)
 LLHTTP_C    := api http llhttp
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
-HEADERS     := $(wildcard server/*.h handlers/*.h tests/*.h)
+HEADERS     := $(wildcard server/*.h server/*/*.h handlers/*.h handlers/*/*.h tests/*.h)
 
 # $(call objs,DIR,SOURCES) -> object paths under DIR
 objs = $(patsubst %.c,$(1)/%.o,$(2))
@@ -110,7 +115,7 @@ asan: build/asan/unclog
 # against every core object except the one it includes.
 UNIT_BIN := $(patsubst tests/unit/%.c,build/tests/%,$(UNIT_SRC))
 
-# The module a test includes, as its object: `#include "../../server/config.c"`.
+# The module a test includes, as its object: `#include "../../server/base/config.c"`.
 included = $(patsubst %.c,build/asan/obj/%.o,$(shell sed -n 's|^#include "\.\./\.\./\(.*\.c\)"|\1|p' $(1)))
 
 build/tests/test_%: tests/unit/test_%.c $(ASAN_CORE_OBJ) $(HEADERS)
@@ -141,7 +146,7 @@ RUN_CMD := build/unclog -c conf/unclog.conf $(RUN_ARGS)
 run: build/unclog
 	@if [ -t 0 ]; then exec bash -mc '$(RUN_CMD)'; else exec $(RUN_CMD); fi
 
-FORMAT_SRC := main.c $(wildcard server/*.[ch] handlers/*.[ch] tests/*.h tests/unit/*.c tests/fuzz/*.c loadtest/*.c)
+FORMAT_SRC := main.c $(wildcard server/*.[ch] server/*/*.[ch] handlers/*.[ch] handlers/*/*.[ch] tests/*.h tests/unit/*.c tests/fuzz/*.c loadtest/*.c)
 
 format:
 	clang-format -i $(FORMAT_SRC)
@@ -151,6 +156,13 @@ format-check:
 
 clean:
 	rm -rf build
+
+# Every artefact a documented target builds, built without running anything:
+# CI builds them all, so a new module cannot silently break a tool.
+TOOLS := build/unclog build/asan/unclog build/probe build/bench_pool build/unclog.1 \
+         build/unclog.service
+.PHONY: tools
+tools: $(TOOLS)
 
 # ---- load tests (see loadtest/README.md) --------------------------------------
 -include loadtest/loadtest.mk

@@ -9,12 +9,12 @@
 #include <zlib.h>
 
 #include "handlers/gzip.h"
-#include "handlers/metrics.h"
-#include "handlers/settings.h"
-#include "handlers/static.h"
-#include "handlers/stats.h"
-#include "server/config.h"
-#include "server/log.h"
+#include "handlers/observe/metrics.h"
+#include "handlers/observe/settings.h"
+#include "handlers/static/static.h"
+#include "handlers/observe/stats.h"
+#include "server/base/config.h"
+#include "server/base/log.h"
 #include "server/master.h"
 #include "server/server.h"
 

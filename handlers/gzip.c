@@ -6,9 +6,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "server/config.h"
+#include "server/base/config.h"
 #include "server/server.h"
-#include "server/util.h"
+#include "server/base/util.h"
 
 /* zlib's window and hash sizes (windowBits 9..15, memLevel 1..9): the
  * defaults for input of unknown or large size; an input known to be small

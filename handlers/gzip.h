@@ -3,7 +3,7 @@
 
 #include <stdint.h>
 
-#include "server/conn.h"
+#include "server/http/conn.h"
 #include "server/module.h"
 
 /* POST /gzip: the body is deflated as it arrives, on the pool, in slices of

@@ -16,10 +16,10 @@
 #include <uv.h>
 #include <zlib.h>
 
-#include "server/config.h"
-#include "server/gateway.h"
-#include "server/pump.h"
-#include "server/util.h"
+#include "server/base/config.h"
+#include "server/pool/gateway.h"
+#include "server/pool/pump.h"
+#include "server/base/util.h"
 
 #define CHAINS_MAX 64
 #define TINY       1024

@@ -34,9 +34,8 @@ loadtest-full: build/unclog build/probe
 bench: build/unclog build/probe
 	$(LOADTEST_RUN) bench $(LOADTEST_ARGS)
 
-# The gateway and what it needs, as the server links them.
-POOL_OBJ := $(call objs,build/obj,server/gateway.c server/sched.c server/hist.c server/pump.c \
-                                   server/config.c server/util.c)
+# The gateway and what it needs: the rooms below it, whole (Makefile: ROOM_SRC).
+POOL_OBJ := $(call objs,build/obj,$(BASE_ROOM_SRC) $(POOL_ROOM_SRC))
 build/bench_pool: loadtest/bench_pool.c $(POOL_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE) $(WARN) $(OPT_FLAGS) loadtest/bench_pool.c $(POOL_OBJ) -o $@ $(LIBS)

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "server/log.h"
+#include "server/base/log.h"
 
 /* A worker that dies is forked again after a pause that starts here and
  * doubles with each death, up to the maximum; a worker that lived

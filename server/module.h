@@ -3,8 +3,8 @@
 
 #include <llhttp.h>
 
-#include "server/conn.h"
-#include "server/util.h"
+#include "server/http/conn.h"
+#include "server/base/util.h"
 
 struct server;
 

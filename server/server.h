@@ -7,12 +7,12 @@
 #include <time.h>
 #include <uv.h>
 
-#include "server/budget.h"
-#include "server/config.h"
-#include "server/gateway.h"
-#include "server/log.h"
+#include "server/pool/budget.h"
+#include "server/base/config.h"
+#include "server/pool/gateway.h"
+#include "server/base/log.h"
 #include "server/module.h"
-#include "server/pump.h"
+#include "server/pool/pump.h"
 
 #define UNCLOG_VERSION "0.1.0"
 

@@ -1,4 +1,4 @@
-/* libFuzzer target: configuration parsing (server/config.c).
+/* libFuzzer target: configuration parsing (server/base/config.c).
  *
  * The first byte picks the entry point: config_parse_size, config_set on one
  * of the keys, config_load_file (the input written to a temp file), or
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/config.h"
+#include "server/base/config.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

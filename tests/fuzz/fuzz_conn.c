@@ -19,12 +19,12 @@
 #include <uv.h>
 
 #include "handlers/gzip.h"
-#include "handlers/metrics.h"
-#include "handlers/settings.h"
-#include "handlers/static.h"
-#include "handlers/stats.h"
-#include "server/config.h"
-#include "server/conn.h"
+#include "handlers/observe/metrics.h"
+#include "handlers/observe/settings.h"
+#include "handlers/static/static.h"
+#include "handlers/observe/stats.h"
+#include "server/base/config.h"
+#include "server/http/conn.h"
 #include "server/server.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

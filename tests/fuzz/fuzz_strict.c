@@ -1,4 +1,4 @@
-/* libFuzzer target: the strict request checks (server/strict.c).
+/* libFuzzer target: the strict request checks (server/http/strict.c).
  *
  * The line-discipline scan must give the same verdict however the stream is
  * split into reads: the input is scanned whole and in pieces whose sizes come
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/strict.h"
+#include "server/http/strict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /* The buffer budget: fits, first come first served, cancel, the lone big
  * reservation, the small lane and its reserve, a reload. */
-#include "server/budget.h"
+#include "server/pool/budget.h"
 #include "tests/tap.h"
 
 #define M ((size_t)1 << 20)

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "handlers/cond.h"
-#include "server/http_date.h"
+#include "handlers/static/cond.h"
+#include "server/base/http_date.h"
 #include "tests/tap.h"
 
 #define MTIME ((time_t)1000000000) /* Sun, 09 Sep 2001 01:46:40 GMT */

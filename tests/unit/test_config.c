@@ -1,5 +1,5 @@
 /* Size parsing, the key table, config files and the command line. */
-#include "../../server/config.c"
+#include "../../server/base/config.c"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* The limit and timeout keys of the configuration: defaults, units, ranges. */
 #include <stdio.h>
 
-#include "server/config.h"
+#include "server/base/config.h"
 #include "tests/tap.h"
 
 static void test_defaults(void)

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <uv.h>
 
-#include "server/gateway.h"
-#include "server/util.h"
+#include "server/pool/gateway.h"
+#include "server/base/util.h"
 #include "tests/tap.h"
 
 struct job {

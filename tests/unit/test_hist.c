@@ -1,7 +1,7 @@
 /* Log-scale histograms over a sliding window: buckets, percentiles, expiry. */
 #include <stdint.h>
 
-#include "server/hist.h"
+#include "server/base/hist.h"
 #include "tests/tap.h"
 
 static void test_buckets(void)

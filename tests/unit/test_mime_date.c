@@ -1,6 +1,6 @@
 /* MIME lookup and HTTP dates. */
-#include "server/http_date.h"
-#include "handlers/mime.h"
+#include "server/base/http_date.h"
+#include "handlers/static/mime.h"
 #include "tests/tap.h"
 
 static void test_mime(void)

@@ -4,7 +4,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "server/util.h"
+#include "server/base/util.h"
 #include "tests/tap.h"
 
 static bool v4(const char *text)

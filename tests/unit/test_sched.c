@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "server/sched.h"
+#include "server/pool/sched.h"
 #include "tests/tap.h"
 
 #define KB 1024ull

@@ -1,5 +1,5 @@
-/* The strict request checks llhttp 8.1 leaves to us (server/strict.c). */
-#include "server/strict.h"
+/* The strict request checks llhttp 8.1 leaves to us (server/http/strict.c). */
+#include "server/http/strict.h"
 
 #include <stdio.h>
 

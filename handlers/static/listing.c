@@ -1,0 +1,151 @@
+#include "handlers/static/listing.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "handlers/static/path.h"
+#include "server/base/util.h"
+
+#define ENTRIES_MAX 100000 /* a bigger directory is listed in part */
+
+struct entry {
+    char *name;
+    bool dir;
+    long long size;
+    time_t mtime;
+};
+
+static void add_escaped(struct buf *pg, const char *text)
+{
+    for (const char *p = text; *p != '\0'; p++) {
+        switch (*p) {
+        case '<':
+            buf_printf(pg, "&lt;");
+            break;
+        case '>':
+            buf_printf(pg, "&gt;");
+            break;
+        case '&':
+            buf_printf(pg, "&amp;");
+            break;
+        case '"':
+            buf_printf(pg, "&quot;");
+            break;
+        case '\'':
+            buf_printf(pg, "&#39;");
+            break;
+        default:
+            buf_printf(pg, "%c", *p);
+        }
+    }
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const struct entry *x = a, *y = b;
+    return strcmp(x->name, y->name);
+}
+
+/* Reads DIR's entries (all but "." and ".."). Returns the count or -errno. */
+static long read_entries(const char *dir, struct entry **out)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -errno;
+    struct entry *list = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    long rc = 0;
+    while (n < ENTRIES_MAX && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            struct entry *grown = realloc(list, cap * sizeof *list);
+            if (grown == NULL) {
+                rc = -ENOMEM;
+                break;
+            }
+            list = grown;
+        }
+        struct stat st;
+        struct entry *e = &list[n];
+        e->name = strdup(de->d_name);
+        if (e->name == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        bool ok = fstatat(dirfd(d), de->d_name, &st, 0) == 0;
+        e->dir = ok && S_ISDIR(st.st_mode);
+        e->size = ok ? (long long)st.st_size : -1;
+        e->mtime = ok ? st.st_mtime : 0;
+        n++;
+    }
+    closedir(d);
+    if (rc < 0) {
+        for (size_t i = 0; i < n; i++)
+            free(list[i].name);
+        free(list);
+        return rc;
+    }
+    if (n > 1) /* qsort(NULL, 0, ...) is undefined */
+        qsort(list, n, sizeof *list, by_name);
+    *out = list;
+    return (long)n;
+}
+
+char *listing_build(const char *dir, const char *url_path, size_t *len)
+{
+    struct entry *list = NULL;
+    long n = read_entries(dir, &list);
+    if (n < 0) {
+        errno = (int)-n;
+        return NULL;
+    }
+    struct buf pg;
+    buf_init_growing(&pg);
+    buf_printf(&pg, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ");
+    add_escaped(&pg, url_path);
+    buf_printf(&pg, "</title>\n<style>body{font-family:sans-serif}td{padding:0 1em}"
+                    "td.n{text-align:right}</style></head>\n<body><h1>Index of ");
+    add_escaped(&pg, url_path);
+    buf_printf(&pg, "</h1>\n<table>\n<tr><th>Name</th><th>Size</th><th>Modified (UTC)</th></tr>\n");
+    if (strcmp(url_path, "/") != 0)
+        buf_printf(&pg, "<tr><td><a href=\"../\">../</a></td><td></td><td></td></tr>\n");
+    for (long i = 0; i < n; i++) {
+        struct entry *e = &list[i];
+        char href[3 * 1024], date[32] = "";
+        if (!path_encode(e->name, href, sizeof href))
+            snprintf(href, sizeof href, "#");
+        /* A name with ':' would read as a URL scheme: "./" keeps it relative. */
+        buf_printf(&pg, "<tr><td><a href=\"./");
+        add_escaped(&pg, href);
+        buf_printf(&pg, "%s\">", e->dir ? "/" : "");
+        add_escaped(&pg, e->name);
+        buf_printf(&pg, "%s</a></td><td class=\"n\">", e->dir ? "/" : "");
+        if (!e->dir && e->size >= 0)
+            buf_printf(&pg, "%lld", e->size);
+        struct tm tm;
+        if (e->size >= 0 && gmtime_r(&e->mtime, &tm) != NULL)
+            strftime(date, sizeof date, "%Y-%m-%d %H:%M", &tm);
+        buf_printf(&pg, "</td><td>%s</td></tr>\n", date);
+        free(e->name);
+    }
+    free(list);
+    buf_printf(&pg, "</table>\n</body></html>\n");
+    if (pg.failed) {
+        free(pg.data);
+        errno = ENOMEM;
+        return NULL;
+    }
+    *len = pg.len;
+    return pg.data;
+}

@@ -1,0 +1,629 @@
+#include "handlers/static/static.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "handlers/static/byteranges.h"
+#include "handlers/static/cache.h"
+#include "handlers/static/cond.h"
+#include "handlers/gzip.h"
+#include "server/base/http_date.h"
+#include "handlers/static/listing.h"
+#include "handlers/static/mime.h"
+#include "handlers/static/path.h"
+#include "handlers/static/range.h"
+#include "server/server.h"
+#include "server/base/util.h"
+
+/* A file to send: open (FD), or its whole body in memory (BODY). */
+struct file {
+    struct stat st;
+    int fd;           /* -1 when BODY holds the file, or once the response took it */
+    const char *body; /* st.st_size bytes, or NULL */
+    int gz_fd;        /* FILE.gz, or -1 */
+    struct stat gz_st;
+};
+
+/* What a request still needs from the pool after its open. */
+enum stage { STAGE_NONE, STAGE_LIST, STAGE_FILL };
+
+/* One open+fstat (and FILE.gz where asked) on the pool, then where needed one
+ * more job of its own class: a directory listing (list), or the body of a
+ * small file for the cache (fill). Owned by the handler from the first
+ * submit to the last done; holds its connection. */
+struct open_job {
+    struct gateway_job job;
+    struct conn *conn;
+    const char *root; /* the server's realpath'ed root, immutable while running */
+    size_t root_len;
+    bool want_dir, want_gz, want_listing, gzip_possible;
+    int inotify_fd;             /* the cache's, or -1: no body wanted */
+    size_t cache_max;           /* largest body wanted */
+    struct disk_emulation disk; /* emulate_disk when the job was submitted */
+    uint64_t cache_gen;         /* the cache's change count at submit */
+    /* results, written by the worker */
+    enum stage stage;
+    int err;
+    bool redirect;
+    struct file f;
+    int wd;        /* inotify watch on the file, or -1 */
+    char *body;    /* its body, for the cache */
+    char *listing; /* malloc'd HTML index, when the directory has no index.html */
+    size_t listing_len;
+    char path[PATH_MAX];     /* root + '/' + relative path; + "/index.html" for a dir */
+    char real[PATH_MAX];     /* the last file opened, resolved */
+    char relative[PATH_MAX]; /* decoded, normalised: redirects, listings, cache key */
+};
+
+static struct cache *file_cache(const struct server *srv)
+{
+    return server_module_state(srv, &static_module);
+}
+
+/* realpath, refuse anything outside the root, open, fstat into FD and ST. */
+static int open_beneath(struct open_job *j, const char *path, int *fd, struct stat *st)
+{
+    char *real = j->real;
+    if (realpath(path, real) == NULL)
+        return -errno;
+    /* Symlinks are followed only while they stay under the root. */
+    bool inside = strncmp(real, j->root, j->root_len) == 0 &&
+                  (real[j->root_len] == '/' || real[j->root_len] == '\0' || j->root_len == 1);
+    if (!inside)
+        return -EACCES;
+    /* O_NONBLOCK: a FIFO in the root must not hang a worker in open(). */
+    *fd = open(real, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (*fd < 0)
+        return -errno;
+    if (fstat(*fd, st) < 0)
+        return -errno;
+    return 0;
+}
+
+static void drop(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/* A directory: redirect "/dir" to "/dir/", else its index.html or listing. */
+static void open_directory(struct open_job *j)
+{
+    drop(&j->f.fd);
+    if (!j->want_dir) {
+        j->redirect = true;
+        return;
+    }
+    size_t len = strlen(j->path);
+    if (len + sizeof "/index.html" > sizeof j->path) {
+        j->err = -ENAMETOOLONG;
+        return;
+    }
+    memcpy(j->path + len, "/index.html", sizeof "/index.html");
+    j->err = open_beneath(j, j->path, &j->f.fd, &j->f.st);
+    if (j->err == -ENOENT && j->want_listing) {
+        j->path[len] = '\0';
+        j->err = 0;
+        j->stage = STAGE_LIST;
+        return;
+    }
+    if (j->err == 0 && S_ISDIR(j->f.st.st_mode))
+        j->err = -ENOENT;
+}
+
+/* Reads a small file's body for the cache, watching the file first so that
+ * any later change is reported; a failure just means no caching. */
+static void read_body(struct open_job *j)
+{
+    j->wd = cache_watch(j->inotify_fd, j->real);
+    /* Stat again: a change between the first fstat and the watch went unseen. */
+    if (j->wd < 0 || fstat(j->f.fd, &j->f.st) < 0 || (size_t)j->f.st.st_size > j->cache_max)
+        return;
+    size_t size = (size_t)j->f.st.st_size;
+    char *body = malloc(size ? size : 1);
+    uint64_t started = uv_hrtime();
+    if (body != NULL && pump_pread_all(j->f.fd, body, size, 0) < 0) {
+        free(body);
+        body = NULL;
+    }
+    pump_emulate_disk(&j->disk, started, size); /* a file read like the pump's */
+    j->body = body;
+    if (body != NULL && !j->gzip_possible)
+        drop(&j->f.fd); /* the body is all the response needs */
+}
+
+static void list_work(struct gateway_job *job)
+{
+    struct open_job *j = container_of(job, struct open_job, job);
+    char shown[PATH_MAX + 2];
+    snprintf(shown, sizeof shown, "/%s%s", j->relative, j->relative[0] ? "/" : "");
+    j->listing = listing_build(j->path, shown, &j->listing_len);
+    j->err = j->listing ? 0 : -errno;
+}
+
+static void fill_work(struct gateway_job *job)
+{
+    read_body(container_of(job, struct open_job, job));
+}
+
+static void open_work(struct gateway_job *job)
+{
+    struct open_job *j = container_of(job, struct open_job, job);
+    j->err = open_beneath(j, j->path, &j->f.fd, &j->f.st);
+    /* realpath() accepts "file/": a trailing slash must name a directory. */
+    if (j->err == 0 && j->want_dir && !S_ISDIR(j->f.st.st_mode))
+        j->err = -ENOTDIR;
+    if (j->err == 0 && S_ISDIR(j->f.st.st_mode))
+        open_directory(j);
+    if (j->err == 0 && j->stage != STAGE_LIST && !j->redirect && !S_ISREG(j->f.st.st_mode))
+        j->err = -EACCES;
+    bool file = j->err == 0 && j->f.fd >= 0;
+    if (file && j->inotify_fd >= 0 && (size_t)j->f.st.st_size <= j->cache_max)
+        j->stage = STAGE_FILL;
+    if (file && j->want_gz) {
+        char gz[PATH_MAX + 3];
+        snprintf(gz, sizeof gz, "%s.gz", j->path);
+        if (open_beneath(j, gz, &j->f.gz_fd, &j->f.gz_st) != 0 || !S_ISREG(j->f.gz_st.st_mode))
+            drop(&j->f.gz_fd);
+    }
+    if (j->err != 0) {
+        drop(&j->f.fd);
+        drop(&j->f.gz_fd);
+    }
+}
+
+/* errno -> status, and a log line where the admin should look. */
+static int status_for(int err, const char *path)
+{
+    switch (err) {
+    case -ENOENT:
+    case -ENOTDIR:
+    case -ENAMETOOLONG:
+        return 404;
+    case -EACCES:
+    case -EPERM:
+    case -ELOOP:
+        return 403;
+    case -EMFILE:
+    case -ENFILE:
+        log_warn("open \"%s\": %s", path, strerror(-err));
+        return 503;
+    default:
+        log_error("open \"%s\": %s", path, strerror(-err));
+        return 500;
+    }
+}
+
+static void redirect(struct conn *c, struct open_job *j)
+{
+    const struct request *req = conn_request(c);
+    char location[PATH_MAX * 3];
+    location[0] = '/';
+    if (!path_encode(j->relative, location + 1, sizeof location - 2)) {
+        conn_send_error(c, 414, NULL);
+        return;
+    }
+    const char *query = strchr(req->target, '?');
+    conn_head_start(c, 301);
+    conn_head_add(c, "Location: %s/%s\r\n", location, query ? query : "");
+    conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
+    conn_send_text(c, "301 Moved Permanently\n");
+}
+
+/* Does Accept-Encoding allow gzip (RFC 9110 12.5.3)? */
+static bool accepts_gzip(const char *accept)
+{
+    bool star = false;
+    for (const char *p = accept; p != NULL && *p != '\0';) {
+        p += strspn(p, " \t,");
+        size_t name = strcspn(p, " \t;,");
+        const char *end = p + strcspn(p, ",");
+        const char *q = memchr(p, ';', (size_t)(end - p));
+        /* q=0 (and 0.0, 0.00...) refuses; any other weight accepts. */
+        bool refused = false;
+        if (q != NULL) {
+            q += strspn(q, "; \t");
+            if (strncasecmp(q, "q=", 2) == 0)
+                refused = strtod(q + 2, NULL) <= 0.0;
+        }
+        if ((name == 4 && strncasecmp(p, "gzip", 4) == 0) ||
+            (name == 6 && strncasecmp(p, "x-gzip", 6) == 0))
+            return !refused;
+        if (name == 1 && *p == '*')
+            star = !refused;
+        p = end;
+    }
+    return star;
+}
+
+/* Is media TYPE (parameters ignored) listed in TYPES? A "text/STAR" entry matches any text. */
+static bool compressible(const char *type, const char *types)
+{
+    size_t type_len = strcspn(type, ";");
+    for (const char *p = types; *p != '\0';) {
+        p += strspn(p, " ");
+        size_t len = strcspn(p, " ");
+        if (len >= 2 && p[len - 1] == '*' && p[len - 2] == '/') {
+            if (type_len > len - 1 && strncasecmp(type, p, len - 1) == 0)
+                return true;
+        } else if (len > 0 && len == type_len && strncasecmp(type, p, len) == 0) {
+            return true;
+        }
+        p += len;
+    }
+    return false;
+}
+
+/* The representation chosen for a response. */
+struct rep {
+    int fd;                /* what to read, or -1 */
+    const struct stat *st; /* its stat */
+    bool gzip_static, gzip_fly;
+    char etag[ETAG_LEN + 2];
+};
+
+static void choose_rep(struct conn *c, struct file *f, const char *type, struct rep *rep,
+                       bool *vary)
+{
+    const struct config *cfg = conn_server(c)->cfg;
+    const struct request *req = conn_request(c);
+    *rep = (struct rep){.fd = f->fd, .st = &f->st};
+    *vary = (cfg->gzip_files || cfg->gzip_static) && compressible(type, cfg->gzip_types);
+    /* Ranges are served from the identity encoding only. */
+    bool gzip_ok = *vary && req->headers[HEADER_RANGE] == NULL &&
+                   accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
+    if (gzip_ok && f->gz_fd >= 0) {
+        rep->gzip_static = true;
+        rep->fd = f->gz_fd;
+        rep->st = &f->gz_st;
+    } else if (gzip_ok && cfg->gzip_files && f->fd >= 0 &&
+               (size_t)f->st.st_size >= cfg->gzip_min_size) {
+        rep->gzip_fly = true;
+    }
+    etag_make((uint64_t)rep->st->st_ino, (uint64_t)rep->st->st_size,
+              (int64_t)rep->st->st_mtim.tv_sec * 1000000000 + rep->st->st_mtim.tv_nsec,
+              rep->gzip_fly ? "-gzip" : "", rep->etag + 2);
+    /* Compressed on the fly: equivalent, not byte-identical across zlib versions. */
+    if (rep->gzip_fly)
+        memcpy(rep->etag, "W/", 2);
+    else
+        memmove(rep->etag, rep->etag + 2, strlen(rep->etag + 2) + 1);
+}
+
+/* Validators and the other headers every file response carries. */
+static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bool vary)
+{
+    const struct config *cfg = conn_server(c)->cfg;
+    char modified[HTTP_DATE_LEN];
+    time_t now = conn_server(c)->date_time; /* the second the Date header shows */
+    /* A clock skewed into the future is not a modification date (RFC 9110 8.8.2.1). */
+    http_date_format(mtime > now ? now : mtime, modified);
+    conn_head_add(c, "ETag: %s\r\nLast-Modified: %s\r\n", rep->etag, modified);
+    if (vary)
+        conn_head_add(c, "Vary: Accept-Encoding\r\n");
+    if (strcmp(cfg->cache_control, "off") != 0)
+        conn_head_add(c, "Cache-Control: %s\r\n", cfg->cache_control);
+}
+
+/* How files are cut for the pool now: `partition`, read at each response. */
+static struct pump_pieces file_pieces(const struct config *cfg)
+{
+    return pump_pieces(cfg->partition, cfg->partition_min, cfg->partition_max);
+}
+
+static void send_ranges(struct conn *c, struct file *f, const char *type, struct range *r, int n)
+{
+    struct pump_pieces pieces = file_pieces(conn_server(c)->cfg);
+    uint64_t size = (uint64_t)f->st.st_size;
+    int fd = f->fd;
+    f->fd = -1; /* the source takes it */
+    if (n == 1) {
+        conn_head_add(c, "Content-Type: %s\r\nContent-Range: bytes %llu-%llu/%llu\r\n", type,
+                      (unsigned long long)r->first, (unsigned long long)r->last,
+                      (unsigned long long)size);
+        uint64_t len = r->last - r->first + 1;
+        struct pump_source *src = pump_file_source(fd, r->first, len, pieces);
+        if (src == NULL)
+            conn_send_error(c, 500, NULL);
+        else
+            conn_send_source(c, src, (long long)len);
+        return;
+    }
+    char boundary[BYTERANGES_BOUNDARY_LEN];
+    uint64_t len;
+    struct pump_source *src = byteranges_source(fd, size, r, n, type, pieces, &len, boundary);
+    if (src == NULL) {
+        conn_send_error(c, 500, NULL);
+        return;
+    }
+    conn_head_add(c, "Content-Type: multipart/byteranges; boundary=%s\r\n", boundary);
+    conn_send_source(c, src, (long long)len);
+}
+
+/* The body of a 200: from memory, or streamed by the pump (HEAD too builds
+ * the source, so that conn_send_source writes exactly the head GET would). */
+static void send_body(struct conn *c, struct file *f, const struct rep *rep)
+{
+    struct pump_pieces pieces = file_pieces(conn_server(c)->cfg);
+    uint64_t size = (uint64_t)rep->st->st_size;
+    struct pump_source *src;
+    if (f->body != NULL && !rep->gzip_static && !rep->gzip_fly) {
+        conn_send_body(c, f->body, (size_t)size);
+        return;
+    }
+    if (size == 0) {
+        conn_head_add(c, "Content-Length: 0\r\n");
+        conn_send_head(c);
+        return;
+    }
+    if (rep->gzip_fly) {
+        src = gzip_file_source(rep->fd, size, pieces.size);
+        f->fd = -1;
+    } else {
+        src = pump_file_source(rep->fd, 0, size, pieces);
+        if (rep->gzip_static)
+            f->gz_fd = -1;
+        else
+            f->fd = -1;
+    }
+    if (src == NULL)
+        conn_send_error(c, 500, NULL);
+    else
+        conn_send_source(c, src, rep->gzip_fly ? -1 : (long long)size);
+}
+
+/* Preconditions, then 304, 412, 416, 206 or 200 (RFC 9110 13.2.2). Takes
+ * the fds it sends; the caller closes what is left. */
+static void send_file(struct conn *c, struct file *f, const char *type)
+{
+    const struct request *req = conn_request(c);
+    struct rep rep;
+    bool vary;
+    choose_rep(c, f, type, &rep, &vary);
+    time_t mtime = rep.st->st_mtime;
+    int status = cond_check(req->headers[HEADER_IF_MATCH], req->headers[HEADER_IF_UNMODIFIED_SINCE],
+                            req->headers[HEADER_IF_NONE_MATCH],
+                            req->headers[HEADER_IF_MODIFIED_SINCE], true, rep.etag, mtime);
+    if (status == 412) {
+        conn_send_error(c, 412, NULL);
+        return;
+    }
+    uint64_t size = (uint64_t)rep.st->st_size;
+    struct range ranges[RANGE_MAX];
+    int count = 0;
+    enum range_result ranged = RANGE_IGNORE;
+    const char *range = req->headers[HEADER_RANGE];
+    const char *if_range = req->headers[HEADER_IF_RANGE];
+    if (status == 0 && range != NULL && f->fd >= 0 &&
+        (if_range == NULL || cond_if_range(if_range, rep.etag, mtime)))
+        ranged = range_parse(range, size, ranges, &count);
+    if (status == 0)
+        status = ranged == RANGE_OK ? 206 : ranged == RANGE_UNSATISFIABLE ? 416 : 200;
+
+    conn_head_start(c, status);
+    conn_head_add(c, "X-Content-Type-Options: nosniff\r\n");
+    file_headers(c, &rep, mtime, vary);
+    if (status == 304) {
+        conn_send_head(c);
+    } else if (status == 416) {
+        conn_head_add(c, "Content-Range: bytes */%llu\r\n", (unsigned long long)size);
+        conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
+        conn_send_text(c, "416 Range Not Satisfiable\n");
+    } else if (status == 206) {
+        conn_head_add(c, "Accept-Ranges: bytes\r\n");
+        send_ranges(c, f, type, ranges, count);
+    } else {
+        if (!rep.gzip_static && !rep.gzip_fly)
+            conn_head_add(c, "Accept-Ranges: bytes\r\n");
+        conn_head_add(c, "Content-Type: %s\r\n", type);
+        if (rep.gzip_static || rep.gzip_fly)
+            conn_head_add(c, "Content-Encoding: gzip\r\n");
+        send_body(c, f, &rep);
+    }
+}
+
+static void respond(struct conn *c, struct open_job *j)
+{
+    if (j->err != 0) {
+        conn_send_error(c, status_for(j->err, j->path), NULL);
+    } else if (j->redirect) {
+        redirect(c, j);
+    } else if (j->listing != NULL) {
+        conn_head_start(c, 200);
+        conn_head_add(c, "Content-Type: text/html; charset=utf-8\r\n"
+                         "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\n");
+        conn_send_body(c, j->listing, j->listing_len);
+    } else {
+        j->f.body = j->body;
+        send_file(c, &j->f, mime_type(j->path));
+    }
+}
+
+/* The cache key of a resolved request path: "dir/" and "dir" differ. */
+static void cache_key(const struct open_job *j, char *key, size_t size)
+{
+    snprintf(key, size, "%s%s", j->relative, j->want_dir ? "/" : "");
+}
+
+static void open_after_work(struct gateway_job *job, int status);
+
+/* The job's next stage on the pool, if it has one: returns true when it
+ * was submitted (the job lives on). A fill that cannot be submitted is only
+ * a missed cache entry; a listing is the response. */
+static bool next_stage(struct open_job *j, struct server *srv)
+{
+    enum stage stage = j->stage;
+    j->stage = STAGE_NONE;
+    if (stage == STAGE_NONE || j->err != 0 || conn_closing(j->conn))
+        return false;
+    bool list = stage == STAGE_LIST;
+    /* A directory's own size grows with its entries: the listing's cost. */
+    uint64_t size = (uint64_t)j->f.st.st_size;
+    struct gateway_cost cost = {.bytes = size, .remaining = size, .flow = conn_flow(j->conn)};
+    int rc = gateway_submit(&srv->gateway, &j->job, list ? GATEWAY_LIST : GATEWAY_FILL, cost,
+                            list ? list_work : fill_work, open_after_work);
+    if (rc < 0 && list)
+        j->err = -EMFILE; /* 503 */
+    return rc == 0;
+}
+
+/* Nothing cancels these jobs (STATUS is always 0): a connection that closes
+ * meanwhile waits for them, and they skip the response. */
+static void open_after_work(struct gateway_job *job, int status)
+{
+    struct open_job *j = container_of(job, struct open_job, job);
+    struct conn *c = j->conn;
+    struct server *srv = conn_server(c);
+    if (next_stage(j, srv))
+        return;
+    if (!conn_closing(c))
+        respond(c, j);
+    /* What the response did not take: HEAD, 304, errors, the unused variant. */
+    drop(&j->f.fd);
+    drop(&j->f.gz_fd);
+    if (j->wd >= 0) {
+        char key[PATH_MAX + 2];
+        cache_key(j, key, sizeof key);
+        if (j->err == 0 && j->body != NULL)
+            cache_insert(file_cache(srv), key, j->wd, &j->f.st, mime_type(j->path), j->body,
+                         j->cache_gen, uv_now(srv->loop));
+        else
+            cache_unwatch(file_cache(srv), j->wd);
+    } else {
+        free(j->body);
+    }
+    free(j->listing);
+    free(j);
+    conn_release(c);
+}
+
+/* Answers from the cache when a fresh entry fits the request: no Range
+ * (served from the fd), and no gzip variant that the client could get. */
+static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
+{
+    struct server *srv = conn_server(c);
+    char key[PATH_MAX + 2];
+    cache_key(j, key, sizeof key);
+    const struct cache_entry *e = cache_lookup(file_cache(srv), key, uv_now(srv->loop));
+    if (e == NULL || (gzip_possible && compressible(e->type, srv->cfg->gzip_types)))
+        return false;
+    struct file f = {.st = e->st, .fd = -1, .body = e->body, .gz_fd = -1};
+    send_file(c, &f, e->type);
+    return true;
+}
+
+static int static_on_request(struct conn *c, const struct request *req)
+{
+    struct server *srv = conn_server(c);
+    const struct config *cfg = srv->cfg;
+    struct open_job *j = malloc(sizeof *j);
+    if (j == NULL)
+        return 503;
+    int rc = path_resolve(req->target, j->relative, sizeof j->relative, &j->want_dir);
+    if (rc < 0) {
+        free(j);
+        return rc == -EINVAL ? 400 : rc == -EACCES ? 403 : 414;
+    }
+    bool ranged = req->headers[HEADER_RANGE] != NULL;
+    j->gzip_possible =
+        (cfg->gzip_static || cfg->gzip_files) && accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
+    struct cache *cache = file_cache(srv);
+    bool cached = cache->enabled && !ranged;
+    if (cached && send_cached(c, j, j->gzip_possible)) {
+        free(j);
+        return 0;
+    }
+    int n = snprintf(j->path, sizeof j->path, "%s/%s", srv->root, j->relative);
+    if (n < 0 || (size_t)n >= sizeof j->path) {
+        free(j);
+        return 414;
+    }
+    j->conn = c;
+    j->root = srv->root;
+    j->root_len = srv->root_len;
+    j->want_gz = cfg->gzip_static && j->gzip_possible && !ranged;
+    j->want_listing = cfg->listing;
+    j->inotify_fd = cached ? cache->inotify_fd : -1;
+    j->cache_max = cfg->file_cache_max_file;
+    j->disk = cfg->emulate_disk;
+    j->cache_gen = cached ? cache_drain(cache) : 0;
+    j->f = (struct file){.fd = -1, .gz_fd = -1};
+    j->wd = -1;
+    j->body = NULL;
+    j->err = 0;
+    j->redirect = false;
+    j->listing = NULL;
+    j->stage = STAGE_NONE;
+    struct gateway_cost cost = {.bytes = 0, .remaining = 0, .flow = conn_flow(c)};
+    rc = gateway_submit(&srv->gateway, &j->job, GATEWAY_OPEN, cost, open_work, open_after_work);
+    if (rc < 0) {
+        free(j);
+        return 503;
+    }
+    conn_hold(c);
+    return 0;
+}
+
+static int static_init(struct server *srv, void **state)
+{
+    const struct config *cfg = srv->cfg;
+    struct cache *cache = malloc(sizeof *cache);
+    if (cache == NULL)
+        return -ENOMEM;
+    int err = cache_init(cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
+    if (err < 0)
+        log_warn("file cache off: inotify: %s", strerror(-err));
+    *state = cache;
+    return 0;
+}
+
+static void static_reload(struct server *srv, void *state)
+{
+    const struct config *cfg = srv->cfg;
+    int err =
+        cache_configure(state, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
+    if (err < 0)
+        log_warn("file cache off: inotify: %s", strerror(-err));
+}
+
+static void static_stats(const struct server *srv, const void *state, struct buf *out)
+{
+    const struct cache *fc = state;
+    buf_printf(out,
+               "\"file_cache\":{\"enabled\":%s,\"entries\":%zu,\"bytes\":%zu,\"hits\":%" PRIu64
+               ",\"misses\":%" PRIu64 "},",
+               fc->enabled ? "true" : "false", fc->count, fc->bytes, fc->hits, fc->misses);
+}
+
+static void static_fini(struct server *srv, void *state)
+{
+    cache_free(state);
+    free(state);
+}
+
+static const struct route static_routes[] = {
+    {.path = NULL,
+     .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
+     .allow = "GET, HEAD",
+     .on_request = static_on_request},
+    {0},
+};
+
+const struct module static_module = {
+    .name = "static",
+    .routes = static_routes,
+    .init = static_init,
+    .reload = static_reload,
+    .stats = static_stats,
+    .fini = static_fini,
+};

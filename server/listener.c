@@ -1,0 +1,270 @@
+#define _GNU_SOURCE /* accept4 */
+/* The listening socket: bind, accept in batches, pause while fds or memory
+ * run out, and a short 503 beyond max_connections. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server/base/util.h"
+#include "server/http/conn.h"
+#include "server/server_internal.h"
+
+#define BACKLOG 511
+/* Connections taken per wakeup: enough to drain a burst, few enough that the
+ * connections already open keep their turn while a flood arrives. */
+#define ACCEPT_BATCH 64
+/* How long accepting rests when the process is out of fds or memory: the
+ * waiting connections stay queued in the kernel meanwhile. */
+#define ACCEPT_PAUSE_MS 100
+
+void server__close_listener(struct server *srv)
+{
+    if (srv->listen_fd < 0)
+        return;
+    server__close_handle(srv, (uv_handle_t *)&srv->accept_poll);
+    server__close_handle(srv, (uv_handle_t *)&srv->accept_pause);
+    /* uv_close has stopped the poll: the fd is no longer watched. */
+    close(srv->listen_fd);
+    srv->listen_fd = -1;
+}
+
+static void server_on_acceptable(uv_poll_t *poll, int status, int events);
+
+static void server_on_accept_resume(uv_timer_t *timer)
+{
+    struct server *srv = timer->data;
+    int rc = uv_poll_start(&srv->accept_poll, UV_READABLE, server_on_acceptable);
+    if (rc < 0)
+        log_error("accept: %s", uv_strerror(rc));
+}
+
+/* Out of fds (EMFILE, ENFILE) or memory, accept() fails at once for as long
+ * as the condition lasts, and the level-triggered poll would call us back at
+ * once: rest instead. Nothing is lost, the connections wait in the backlog. */
+static void pause_accepting(struct server *srv, int err)
+{
+    if (!srv->accept_paused)
+        log_warn("accept: %s; pausing new connections", uv_strerror(err));
+    srv->accept_paused = true;
+    uv_poll_stop(&srv->accept_poll);
+    uv_timer_start(&srv->accept_pause, server_on_accept_resume, ACCEPT_PAUSE_MS, 0);
+}
+
+/* Over max_connections: a short 503 and close, so that the connections
+ * already served keep their share. */
+static void refuse_connection(struct server *srv, int fd)
+{
+    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+                               "Content-Type: text/plain; charset=utf-8\r\n"
+                               "Content-Length: 24\r\n"
+                               "Retry-After: 1\r\n"
+                               "Connection: close\r\n\r\n"
+                               "503 Service Unavailable\n";
+    /* A new socket's send buffer is empty: the write is whole or fails, and
+     * either way the connection is closed. */
+    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+    srv->refused++;
+    if (srv->refused_logged++ == 0)
+        log_warn("max_connections (%u) reached: refusing new connections with 503",
+                 srv->cfg->max_connections);
+}
+
+/* The errors accept() reports for one connection that went away (man 2
+ * accept: Linux passes pending network errors on): skip it. */
+static bool accept_error_transient(int errnum)
+{
+    switch (errnum) {
+    case EINTR:
+    case ECONNABORTED:
+    case EPROTO:
+    case ENETDOWN:
+    case ENONET:
+    case EHOSTDOWN:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ENOPROTOOPT:
+    case EOPNOTSUPP:
+    case EPERM:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void server_on_acceptable(uv_poll_t *poll, int status, int events)
+{
+    struct server *srv = container_of(poll, struct server, accept_poll);
+    if (status < 0) {
+        pause_accepting(srv, status);
+        return;
+    }
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            int errnum = errno;
+            if (errnum == EAGAIN || errnum == EWOULDBLOCK)
+                return;
+            if (!accept_error_transient(errnum)) {
+                pause_accepting(srv, -errnum);
+                return;
+            }
+            continue;
+        }
+        if (srv->accept_paused) {
+            log_info("accepting connections again");
+            srv->accept_paused = false;
+        }
+        if (srv->active >= srv->cfg->max_connections) {
+            refuse_connection(srv, fd);
+            continue;
+        }
+        int rc = conn_accept(srv, fd);
+        if (rc < 0)
+            log_warn("accept: %s", uv_strerror(rc));
+    }
+}
+
+/* Parses "1.2.3.4:80" or "[::1]:80" into ADDR. */
+static int parse_listen(const char *text, struct sockaddr_storage *addr)
+{
+    char host[64];
+    const char *colon = strrchr(text, ':');
+    if (colon == NULL || colon == text || colon[1] == '\0')
+        return UV_EINVAL;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 0 || port > 65535)
+        return UV_EINVAL;
+    size_t len = (size_t)(colon - text);
+    if (text[0] == '[' && colon[-1] == ']') {
+        text++;
+        len -= 2;
+    }
+    if (len >= sizeof host)
+        return UV_EINVAL;
+    memcpy(host, text, len);
+    host[len] = '\0';
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)addr) == 0)
+        return 0;
+    return uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)addr);
+}
+
+/* A listening socket of our own rather than uv_listen: libuv's accept loop
+ * cannot be paused, and when its reserve-fd trick is spent an EMFILE makes
+ * it retry at once, forever. Returns 0 or a negative errno. */
+static int bind_listener(const struct sockaddr *addr, int *fd_out)
+{
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int on = 1, off = 0;
+    socklen_t len = sizeof(struct sockaddr_in);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (addr->sa_family == AF_INET6) {
+        /* "[::]:80" takes IPv4 too, as with uv_tcp_bind. */
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+        len = sizeof(struct sockaddr_in6);
+    }
+    if (bind(fd, addr, len) < 0 || listen(fd, BACKLOG) < 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+/* Every connection is an fd, and so is every file it sends: take the hard
+ * limit when the soft one is lower (often 1024 of 1048576), and say when
+ * max_connections still cannot fit, since accepting then pauses at EMFILE. */
+static void raise_fd_limit(const struct config *cfg)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
+        return;
+    rlim_t want = lim.rlim_max < (1u << 20) ? lim.rlim_max : (1u << 20);
+    if (lim.rlim_cur < want) {
+        struct rlimit raised = {.rlim_cur = want, .rlim_max = lim.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+            lim.rlim_cur = want;
+    }
+    unsigned long long need = 2ull * cfg->max_connections + 32;
+    if (need > lim.rlim_cur)
+        log_warn("max_connections %u may need %llu fds but the limit is %llu: accepting pauses "
+                 "while fds run out",
+                 cfg->max_connections, need, (unsigned long long)lim.rlim_cur);
+}
+
+static void print_url(struct server *srv)
+{
+    struct sockaddr_storage addr;
+    char host[64] = "?";
+    int port = 0;
+    socklen_t len = sizeof addr;
+    if (getsockname(srv->listen_fd, (struct sockaddr *)&addr, &len) == 0) {
+        if (addr.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
+            host[0] = '[';
+            uv_ip6_name(a6, host + 1, sizeof host - 2);
+            strcat(host, "]");
+            port = ntohs(a6->sin6_port);
+        } else {
+            struct sockaddr_in *a4 = (struct sockaddr_in *)&addr;
+            uv_ip4_name(a4, host, sizeof host);
+            port = ntohs(a4->sin_port);
+        }
+    }
+    char part[32], gzpart[32];
+    config_format_size(srv->cfg->partition, part, sizeof part);
+    config_format_size(srv->cfg->gzip_partition, gzpart, sizeof gzpart);
+    log_info("listening on http://%s:%d/ serving %s (partition %s, gzip_partition %s, threads %u)",
+             host, port, srv->root, part, gzpart, srv->cfg->threads);
+}
+
+int server_open_listener(const char *listen, int *fd)
+{
+    struct sockaddr_storage addr;
+    int rc = parse_listen(listen, &addr);
+    if (rc < 0) {
+        log_error("listen \"%s\": not ADDR:PORT", listen);
+        return rc;
+    }
+    rc = bind_listener((struct sockaddr *)&addr, fd);
+    if (rc < 0)
+        log_error("listen on %s: %s", listen, uv_strerror(rc));
+    return rc;
+}
+
+int server__listener_open(struct server *srv, int listen_fd)
+{
+    int rc;
+    srv->listen_fd = listen_fd;
+    if (listen_fd < 0 && (rc = server_open_listener(srv->cfg->listen, &srv->listen_fd)) < 0)
+        return rc;
+    rc = uv_poll_init_socket(srv->loop, &srv->accept_poll, srv->listen_fd);
+    if (rc < 0) {
+        log_error("listen on %s: %s", srv->cfg->listen, uv_strerror(rc));
+        close(srv->listen_fd);
+        srv->listen_fd = -1;
+        return rc;
+    }
+    /* Timers cannot fail to initialise. */
+    uv_timer_init(srv->loop, &srv->accept_pause);
+    srv->accept_pause.data = srv;
+    srv->open_handles += 2;
+    return 0;
+}
+
+int server__listener_start(struct server *srv)
+{
+    int rc = uv_poll_start(&srv->accept_poll, UV_READABLE, server_on_acceptable);
+    if (rc < 0)
+        return rc;
+    print_url(srv);
+    raise_fd_limit(srv->cfg);
+    return 0;
+}

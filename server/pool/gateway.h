@@ -1,0 +1,128 @@
+#ifndef UNCLOG_GATEWAY_H
+#define UNCLOG_GATEWAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "server/base/hist.h"
+#include "server/pool/sched.h"
+
+/* The one path to libuv's threadpool. Every job states its class and its
+ * cost; the gateway keeps its own queues and hands libuv at most `threads`
+ * jobs at a time, so that its policy (server/pool/sched.h: fifo or fair), never
+ * libuv's FIFO, decides which job runs next. It counts, per class, how long
+ * jobs waited for a thread and how long they ran. */
+
+/* What a job does, so that each class's numbers mean one thing:
+ *   open  resolve, open and fstat one file (and FILE.gz)
+ *   read  one piece of a file, for the pump (partition bytes at most)
+ *   gzip  deflate one slice (a /gzip body, or read+deflate of a file piece)
+ *   list  read a directory and build its HTML listing
+ *   fill  read a small file's whole body into the file cache */
+enum gateway_class {
+    GATEWAY_OPEN,
+    GATEWAY_READ,
+    GATEWAY_GZIP,
+    GATEWAY_LIST,
+    GATEWAY_FILL,
+    GATEWAY_NCLASSES
+};
+
+struct gateway_job;
+
+/* Runs on a worker thread: touches only its own job (no loop, no handles,
+ * no logging, no globals). */
+typedef void (*gateway_work_fn)(struct gateway_job *job);
+
+/* Runs on the loop thread when the job is done; STATUS is 0 or UV_ECANCELED. */
+typedef void (*gateway_done_fn)(struct gateway_job *job, int status);
+
+/* What a job costs: the bytes it reads or deflates, the bytes its response
+ * has yet to produce (this job included: what makes it short or bulk), and
+ * who asked (a client: bulk work is shared per flow). */
+struct gateway_cost {
+    uint64_t bytes, remaining, flow;
+};
+
+/* Embed in the object that owns the job; get back with container_of. */
+struct gateway_job {
+    uv_work_t req;
+    struct sched_item item; /* its place in the gateway's queues */
+    struct gateway_job *next_cancelled;
+    bool in_libuv; /* handed to uv_queue_work, its after-work not yet run */
+    int nice;      /* the worker thread's nice value while it runs the job */
+    struct gateway *gateway;
+    enum gateway_class cls;
+    gateway_work_fn work;
+    gateway_done_fn done;
+    uint64_t submitted_ns, started_ns, finished_ns;
+    uint64_t cpu_ns; /* CPU time the worker thread spent on it */
+};
+
+/* Counters per class. Times in microseconds. */
+struct gateway_class_stats {
+    uint64_t submitted, completed, cancelled;
+    uint64_t cost_total; /* the cost of the jobs completed */
+    uint64_t queued_us_total, queued_us_max;
+    uint64_t running_us_total, running_us_max;
+    struct hist queued, running;                   /* the recent window */
+    struct hist_total queued_total, running_total; /* since the start */
+};
+
+/* Owned by the server; lives as long as its loop runs. */
+struct gateway {
+    uv_loop_t *loop;
+    struct sched sched;
+    uv_timer_t cancel_timer; /* runs cancelled jobs' done callbacks, later */
+    struct gateway_job *cancelled;
+    bool closing;
+    /* How many threads bulk work may hold adapts to what it waits on: CPU
+     * (warm reads, deflate: no more than the CPUs, or it only takes the CPU
+     * from the loop and short work) or the disk (cold reads: every thread
+     * but the reserve, to keep the device busy). */
+    unsigned cpus;              /* the CPUs this process may run on */
+    uint64_t bulk_cpu_permille; /* recent bulk jobs' CPU time per wall time, smoothed */
+    int bulk_nice;              /* see gateway_set_bulk_nice */
+    struct gateway_class_stats stats[GATEWAY_NCLASSES];
+};
+
+/* Sets up GW on LOOP for a pool of THREADS threads under MODE. Bulk work
+ * may hold at most threads - 1 of them, and no more than the CPUs this
+ * process may run on: more bulk threads than CPUs only take the CPU from
+ * the loop thread and from short work. Its timer does not keep the loop
+ * alive; gateway_close closes it. */
+void gateway_init(struct gateway *gw, uv_loop_t *loop, enum sched_mode mode, unsigned threads);
+
+/* Closes the gateway's handle (run the loop once more to finish). Call it
+ * once no job is queued or running: every job holds its connection, so
+ * after the last connection is gone. Later submits fail. */
+void gateway_close(struct gateway *gw);
+
+/* Bulk pieces run at nice NICE on their thread (0: no change), so that on a
+ * busy CPU the loop and short jobs get it first. A thread is set back to 0
+ * for short work, which only root or a high enough RLIMIT_NICE may do:
+ * without, this refuses (returns UV_EPERM) and nothing changes. */
+int gateway_set_bulk_nice(struct gateway *gw, int nice);
+
+/* Switches the policy for what waits now and for what comes. */
+void gateway_set_mode(struct gateway *gw, enum sched_mode mode);
+
+/* Queues JOB of class CLS with COST. It starts when the policy says so; DONE
+ * runs on the loop when it is done. Returns 0, or UV_ECANCELED when the
+ * gateway is closing (DONE never runs, the caller still owns the job). */
+int gateway_submit(struct gateway *gw, struct gateway_job *job, enum gateway_class cls,
+                   struct gateway_cost cost, gateway_work_fn work, gateway_done_fn done);
+
+/* Cancels JOB if it has not started: then its DONE runs later, from the
+ * loop, with UV_ECANCELED (never from inside this call). Returns 0, or
+ * UV_EBUSY when it is running or done. */
+int gateway_cancel(struct gateway_job *job);
+
+/* Whether short work is waiting for a thread (partition = auto). */
+bool gateway_short_waiting(const struct gateway *gw);
+
+/* "open", "read", "gzip", "list", "fill". */
+const char *gateway_class_name(enum gateway_class cls);
+
+#endif

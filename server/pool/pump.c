@@ -1,0 +1,380 @@
+#include "server/pool/pump.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "server/base/config.h"
+#include "server/base/util.h"
+
+static const char crlf[] = "\r\n";
+static const char last_chunk[] = "0\r\n\r\n";
+
+static void fill_next(struct pump *pump);
+
+void pump_init(struct pump *pump, uv_stream_t *stream, const struct pump_env *env, uint64_t flow,
+               pump_done_fn done)
+{
+    *pump = (struct pump){.stream = stream, .env = env, .flow = flow, .done = done, .filling = -1};
+    for (int i = 0; i < 2; i++)
+        pump->slots[i].pump = pump;
+}
+
+bool pump_busy(const struct pump *pump)
+{
+    return pump->filling >= 0 || pump->slots[0].busy || pump->slots[1].busy || pump->waiting;
+}
+
+void pump_free(struct pump *pump)
+{
+    for (int i = 0; i < 2; i++) {
+        free(pump->slots[i].buf);
+        pump->slots[i].buf = NULL;
+    }
+    pump->alloc = 0;
+}
+
+/* Ends the response once nothing is in flight; FAILED responses report an error. */
+static void finish_if_idle(struct pump *pump)
+{
+    if (pump->src == NULL || pump_busy(pump))
+        return;
+    if (!pump->eof && !pump->failed && !pump->stopping)
+        return;
+    pump->src->ops->release(pump->src);
+    pump->src = NULL;
+    pump_free(pump);
+    size_t held = pump->held;
+    pump->held = 0;
+    /* May start other responses that waited for this memory. */
+    budget_give(pump->env->budget, held);
+    pump->done(pump, pump->failed || !pump->eof ? UV_ECANCELED : 0);
+}
+
+static void pump_on_write(uv_write_t *req, int status)
+{
+    struct pump_slot *slot = container_of(req, struct pump_slot, req);
+    struct pump *pump = slot->pump;
+    slot->busy = false;
+    if (status < 0) {
+        pump->failed = true;
+        /* Nobody will read what a queued fill would produce. */
+        if (pump->filling >= 0)
+            gateway_cancel(&pump->fill.job);
+    } else if (!pump->eof && !pump->failed && !pump->stopping) {
+        fill_next(pump);
+    }
+    finish_if_idle(pump);
+}
+
+/* Hands SLOT's piece to the socket, with the head before the first piece
+ * and the chunk framing around it. */
+static void write_slot(struct pump *pump, struct pump_slot *slot)
+{
+    uv_buf_t bufs[5];
+    unsigned n = 0;
+    if (pump->head != NULL) {
+        bufs[n++] = uv_buf_init((char *)pump->head, (unsigned)pump->head_len);
+        pump->head = NULL;
+    }
+    if (pump->chunked && slot->len > 0) {
+        int len = snprintf(slot->frame, sizeof slot->frame, "%zx\r\n", slot->len);
+        bufs[n++] = uv_buf_init(slot->frame, (unsigned)len);
+    }
+    if (slot->len > 0)
+        bufs[n++] = uv_buf_init(slot->buf, (unsigned)slot->len);
+    if (pump->chunked && slot->len > 0)
+        bufs[n++] = uv_buf_init((char *)crlf, 2);
+    if (pump->chunked && pump->eof)
+        bufs[n++] = uv_buf_init((char *)last_chunk, sizeof last_chunk - 1);
+    if (n == 0) {
+        slot->busy = false;
+        return;
+    }
+    pump->sent += slot->len;
+    *pump->env->bytes_sent += slot->len;
+    int rc = uv_write(&slot->req, pump->stream, bufs, n, pump_on_write);
+    if (rc < 0) {
+        slot->busy = false;
+        pump->failed = true;
+    }
+}
+
+void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes)
+{
+    if (disk->latency_ms == 0 && disk->bytes_per_s == 0)
+        return;
+    uint64_t want = (uint64_t)disk->latency_ms * 1000000;
+    if (disk->bytes_per_s > 0)
+        want += (uint64_t)((double)bytes * 1e9 / (double)disk->bytes_per_s);
+    uint64_t spent = uv_hrtime() - started_ns;
+    if (want <= spent)
+        return;
+    uint64_t rest = want - spent;
+    struct timespec ts = {.tv_sec = (time_t)(rest / 1000000000),
+                          .tv_nsec = (long)(rest % 1000000000)};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static void fill_work(struct gateway_job *job)
+{
+    struct pump_fill *f = container_of(job, struct pump_fill, job);
+    uint64_t started = uv_hrtime();
+    f->len = 0;
+    f->eof = false;
+    f->rc = f->src->ops->fill(f->src, f->buf, f->cap, &f->len, &f->eof);
+    if (f->src->reads_file)
+        pump_emulate_disk(&f->disk, started, f->len);
+}
+
+static void fill_after_work(struct gateway_job *job, int status)
+{
+    struct pump *pump = container_of(job, struct pump, fill.job);
+    struct pump_slot *slot = &pump->slots[pump->filling];
+    pump->filling = -1;
+    if (status < 0 || pump->fill.rc < 0 || pump->stopping || pump->failed) {
+        slot->busy = false;
+        pump->failed = true;
+    } else {
+        slot->len = pump->fill.len;
+        pump->eof = pump->fill.eof;
+        write_slot(pump, slot);
+        if (!pump->eof && !pump->failed)
+            fill_next(pump);
+    }
+    finish_if_idle(pump);
+}
+
+/* A free slot with a buffer: the first slot's memory came with the
+ * reservation, the second's only if the budget has room now (else the
+ * response goes on with one slot). Returns NULL when none is free. */
+static struct pump_slot *free_slot(struct pump *pump)
+{
+    struct pump_slot *s = pump->slots, *slot = NULL;
+    for (int i = 0; i < 2; i++) {
+        if (!s[i].busy && (slot == NULL || (slot->buf == NULL && s[i].buf != NULL)))
+            slot = &s[i];
+    }
+    if (slot == NULL || slot->buf != NULL)
+        return slot;
+    bool first = s[0].buf == NULL && s[1].buf == NULL;
+    if (!first && !budget_try(pump->env->budget, pump->alloc))
+        return NULL;
+    slot->buf = malloc(pump->alloc);
+    if (slot->buf == NULL) {
+        if (!first)
+            budget_give(pump->env->budget, pump->alloc);
+        pump->failed = true;
+        return NULL;
+    }
+    if (!first)
+        pump->held += pump->alloc;
+    return slot;
+}
+
+/* Starts a fill into a free slot, if there is one, none is in flight and
+ * the source has input. */
+static void fill_next(struct pump *pump)
+{
+    if (pump->filling >= 0 || pump->waiting)
+        return;
+    struct pump_source *src = pump->src;
+    if (src->ops->ready != NULL && !src->ops->ready(src))
+        return;
+    struct pump_slot *slot = free_slot(pump);
+    if (slot == NULL)
+        return;
+    int i = (int)(slot - pump->slots);
+    slot->busy = true;
+    pump->filling = i;
+    pump->fill.src = pump->src;
+    pump->fill.buf = slot->buf;
+    /* A file read follows the partition as it is now: a live change reaches
+     * responses in flight, up to the size of their slots (a larger piece
+     * waits for the next response). */
+    size_t piece = src->buf_size, small = src->small;
+    if (src->follows_partition) {
+        struct pump_pieces now = pump->env->files;
+        piece = pump_piece(now.size, src->remaining);
+        small = now.small != 0 && now.small < piece ? now.small : 0;
+    }
+    /* partition = auto: small pieces while short work waits, so that it
+     * finds a thread soon; large ones otherwise, for throughput. */
+    if (small != 0 && gateway_short_waiting(pump->env->gateway))
+        piece = small;
+    pump->fill.cap = piece < pump->alloc ? piece : pump->alloc;
+    pump->fill.disk = pump->env->disk;
+    /* The job's cost is the input it takes: for a deflate, its slice. */
+    size_t input = src->input_piece ? src->input_piece : pump->fill.cap;
+    uint64_t cost = input < src->remaining ? input : src->remaining;
+    struct gateway_cost c = {.bytes = cost, .remaining = src->remaining, .flow = pump->flow};
+    int rc = gateway_submit(pump->env->gateway, &pump->fill.job, src->cls, c, fill_work,
+                            fill_after_work);
+    if (rc < 0) {
+        slot->busy = false;
+        pump->filling = -1;
+        pump->failed = true;
+    }
+}
+
+static void on_granted(struct budget_waiter *w)
+{
+    struct pump *pump = container_of(w, struct pump, wait);
+    uint64_t now = uv_now(pump->stream->loop);
+    pump->env->budget->waited_ms += now - pump->wait_start;
+    pump->waiting = false;
+    pump->held = w->bytes;
+    fill_next(pump);
+    finish_if_idle(pump);
+}
+
+int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
+               bool chunked)
+{
+    /* One piece is at most a GiB, so that `whole` of a file over 4 GiB
+     * still fits uv_buf_t's 32-bit length (it then takes a few reads). */
+    if (src->buf_size > GIB)
+        src->buf_size = GIB;
+    pump->alloc = src->buf_size;
+    pump->src = src;
+    src->pump = pump;
+    pump->head = head;
+    pump->head_len = head_len;
+    pump->sent = 0;
+    pump->chunked = chunked;
+    pump->eof = pump->failed = pump->stopping = false;
+    size_t need = src->held + src->buf_size;
+    if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
+        pump->waiting = true;
+        pump->wait_start = uv_now(pump->stream->loop);
+        return 0;
+    }
+    pump->held = need;
+    fill_next(pump);
+    if (pump->failed) {
+        pump->src = NULL;
+        src->ops->release(src);
+        pump_free(pump);
+        budget_give(pump->env->budget, pump->held);
+        pump->held = 0;
+        return UV_ENOMEM;
+    }
+    return 0;
+}
+
+void pump_kick(struct pump *pump)
+{
+    if (pump->src == NULL || pump->eof || pump->failed || pump->stopping)
+        return;
+    fill_next(pump);
+    finish_if_idle(pump);
+}
+
+void pump_stop(struct pump *pump)
+{
+    if (pump->src == NULL)
+        return;
+    pump->stopping = true;
+    if (pump->waiting) {
+        pump->waiting = false;
+        budget_cancel(pump->env->budget, &pump->wait);
+    }
+    if (pump->filling >= 0)
+        gateway_cancel(&pump->fill.job);
+    finish_if_idle(pump);
+}
+
+/* ---- the file source ------------------------------------------------------ */
+
+struct file_source {
+    struct pump_source base;
+    int fd;
+    unsigned long long offset, left;
+};
+
+size_t pump_piece(size_t partition, uint64_t len)
+{
+    size_t piece = partition == CONFIG_WHOLE || partition > len ? (size_t)len : partition;
+    return piece ? piece : 1;
+}
+
+struct pump_pieces pump_pieces(size_t partition, size_t min, size_t max)
+{
+    if (partition == CONFIG_AUTO_SIZE)
+        return (struct pump_pieces){.size = max > min ? max : min, .small = min};
+    return (struct pump_pieces){.size = partition, .small = 0};
+}
+
+void pump_source_cut(struct pump_source *src, struct pump_pieces pieces, uint64_t len)
+{
+    src->buf_size = pump_piece(pieces.size, len);
+    src->small = pieces.small == 0 || pieces.small >= src->buf_size ? 0 : pieces.small;
+    src->remaining = len;
+}
+
+int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, buf + got, len - got, (off_t)(offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+static int file_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
+{
+    struct file_source *fs = container_of(src, struct file_source, base);
+    size_t got = fs->left < cap ? (size_t)fs->left : cap;
+    int rc = pump_pread_all(fs->fd, buf, got, fs->offset);
+    if (rc < 0)
+        return rc;
+    fs->offset += got;
+    fs->left -= got;
+    src->remaining = fs->left;
+    *len = got;
+    *eof = fs->left == 0;
+    if (*eof) {
+        close(fs->fd); /* here, not on the loop thread */
+        fs->fd = -1;
+    }
+    return 0;
+}
+
+static void file_release(struct pump_source *src)
+{
+    struct file_source *fs = container_of(src, struct file_source, base);
+    if (fs->fd >= 0)
+        close(fs->fd);
+    free(fs);
+}
+
+static const struct pump_source_ops file_ops = {.fill = file_fill, .release = file_release};
+
+struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len,
+                                     struct pump_pieces pieces)
+{
+    struct file_source *fs = malloc(sizeof *fs);
+    if (fs == NULL) {
+        close(fd);
+        return NULL;
+    }
+    *fs = (struct file_source){
+        .base = {.ops = &file_ops,
+                 .cls = GATEWAY_READ,
+                 .reads_file = true,
+                 .follows_partition = true},
+        .fd = fd,
+        .offset = offset,
+        .left = len,
+    };
+    pump_source_cut(&fs->base, pieces, len);
+    return &fs->base;
+}

@@ -1,0 +1,175 @@
+#ifndef UNCLOG_PUMP_H
+#define UNCLOG_PUMP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "server/pool/budget.h"
+#include "server/base/config.h"
+#include "server/pool/gateway.h"
+
+/* The chunked reader. A pump moves bytes that a *source* produces on the
+ * threadpool (file reads, deflate slices) to a connection's socket:
+ *
+ *   fill slot A on the pool -> write A -> fill slot B -> write B -> fill A ...
+ *
+ * At most one fill is in flight, and a fill starts only when a slot is free,
+ * i.e. when its previous contents have been written to the socket. With two
+ * slots, a response never holds more than two buffers of source->buf_size
+ * bytes, however large the file and however slow the client.
+ *
+ * The memory comes from the server's budget (server/pool/budget.h): a response
+ * starts once its source's own buffers and one slot are reserved, and uses
+ * a second slot only when the budget has room for it then. Slots are freed
+ * when the response ends, so an idle connection holds none. */
+
+struct pump_source;
+
+struct pump_source_ops {
+    /* Worker thread: write the next piece into BUF (CAP bytes), set *LEN and,
+     * after the last piece, *EOF. Returns 0 or a negative errno. Touches only
+     * the source. */
+    int (*fill)(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof);
+    /* Loop thread: release everything the source owns, itself included. */
+    void (*release)(struct pump_source *src);
+    /* Optional, loop thread: whether a fill would have input now. A source
+     * fed from elsewhere (a request body) says no until it has some, and
+     * then calls pump_kick. */
+    bool (*ready)(struct pump_source *src);
+};
+
+struct pump_source {
+    const struct pump_source_ops *ops;
+    enum gateway_class cls; /* the job class its fills are counted under */
+    size_t buf_size;        /* bytes per slot: the largest piece */
+    size_t small;           /* not 0: the piece while short work waits (partition = auto) */
+    uint64_t remaining;     /* bytes still to produce; fill keeps it current */
+    size_t held;            /* bytes the source itself holds (input, zlib): budgeted */
+    size_t input_piece;     /* input a fill takes, if not the piece it makes (deflate) */
+    bool reads_file;        /* its fills read a file: emulate_disk applies */
+    bool follows_partition; /* cut by the live partition at each fill (file reads) */
+    struct pump *pump;      /* the pump running it, for pump_kick */
+};
+
+/* How a source cuts its input: pieces of SIZE bytes (CONFIG_WHOLE: one),
+ * or, when SMALL is not 0, of SMALL bytes whenever short work waits for the
+ * pool (partition = auto). */
+struct pump_pieces {
+    size_t size, small;
+};
+
+/* What every pump of a server shares: where fills and memory come from, and
+ * the settings a live change makes reach responses in flight, read as each
+ * fill starts. Owned by the server. */
+struct pump_env {
+    struct gateway *gateway;
+    struct budget *budget;
+    struct pump_pieces files;   /* how file reads are cut now (partition) */
+    struct disk_emulation disk; /* emulate_disk now */
+    uint64_t *bytes_sent;       /* the server's count, added to as each piece is written */
+};
+
+struct pump;
+
+/* Tells the owner that the response is complete (STATUS 0: every byte is in
+ * the socket's hands) or failed (negative: the connection must be closed). */
+typedef void (*pump_done_fn)(struct pump *pump, int status);
+
+struct pump_slot {
+    uv_write_t req;
+    struct pump *pump;
+    char *buf; /* owned by the pump; reused across responses */
+    size_t len;
+    char frame[24]; /* chunk-size line when chunked */
+    bool busy;      /* being filled, or written and not yet confirmed */
+};
+
+/* One fill on the pool: all that the work half may touch. */
+struct pump_fill {
+    struct gateway_job job;
+    struct pump_source *src;
+    char *buf;
+    size_t cap;
+    struct disk_emulation disk; /* for a file read: how slow to make it */
+    size_t len;                 /* results, written by the worker */
+    bool eof;
+    int rc;
+};
+
+/* Embedded in its connection. Owns its slots' buffers and, while running,
+ * the source. */
+struct pump {
+    uv_stream_t *stream;
+    const struct pump_env *env;
+    struct budget_waiter wait; /* queued for the reservation */
+    size_t held;               /* bytes of the budget this response holds */
+    uint64_t wait_start;       /* uv_now() when the reservation started waiting */
+    uint64_t flow;             /* the client, for the gateway's shares */
+    pump_done_fn done;
+    struct pump_source *src; /* NULL when idle */
+    struct pump_fill fill;
+    struct pump_slot slots[2];
+    size_t alloc;     /* size of each slot's buffer in this response */
+    int filling;      /* slot being filled, or -1 */
+    const char *head; /* response head, sent with the first piece */
+    size_t head_len;
+    unsigned long long sent; /* body bytes handed to the socket (framing excluded) */
+    bool chunked, eof, failed, stopping;
+    bool waiting; /* for the budget */
+};
+
+/* Prepares an idle pump writing to STREAM in ENV, its fills run on behalf
+ * of client FLOW. */
+void pump_init(struct pump *pump, uv_stream_t *stream, const struct pump_env *env, uint64_t flow,
+               pump_done_fn done);
+
+/* Streams SRC after HEAD (not copied: it must live until DONE) with
+ * Transfer-Encoding chunked framing if CHUNKED. Takes ownership of SRC even on
+ * failure. Returns 0, or a negative UV_E* code (DONE will not run). */
+int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
+               bool chunked);
+
+/* True while a fill is on the pool, a write is in the socket's queue or the
+ * response waits for the budget. */
+bool pump_busy(const struct pump *pump);
+
+/* The source has input again (see pump_source_ops.ready): fill if a slot
+ * is free. */
+void pump_kick(struct pump *pump);
+
+/* The connection is closing: cancel what can be cancelled; DONE runs once
+ * the last fill and write are back. */
+void pump_stop(struct pump *pump);
+
+/* Frees the slots' buffers (the budget is the response's to give back).
+ * The pump must not be busy. */
+void pump_free(struct pump *pump);
+
+/* Bytes per threadpool job for LEN bytes of input at PARTITION
+ * (CONFIG_WHOLE: all of it in one job); at least 1. */
+size_t pump_piece(size_t partition, uint64_t len);
+
+/* The pieces of a file at PARTITION (a size, CONFIG_WHOLE, or
+ * CONFIG_AUTO_SIZE: between MIN and MAX). */
+struct pump_pieces pump_pieces(size_t partition, size_t min, size_t max);
+
+/* Sets SRC's piece sizes for LEN bytes of input cut as PIECES. */
+void pump_source_cut(struct pump_source *src, struct pump_pieces pieces, uint64_t len);
+
+/* Worker thread: makes a file read that started at STARTED_NS (uv_hrtime)
+ * and got BYTES last at least as long as DISK says, by sleeping the rest. */
+void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes);
+
+/* Worker thread: reads exactly LEN bytes of FD at OFFSET into BUF, across
+ * short reads and EINTR. Returns 0, a negative errno, or -EIO when the file
+ * ends first (it shrank under us: a promised length would be a lie). */
+int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset);
+
+/* A source that reads [OFFSET, OFFSET+LEN) of FD cut as PIECES, closing FD
+ * after the last piece. Takes ownership of FD. Returns NULL when out of
+ * memory (FD is then closed). */
+struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len,
+                                     struct pump_pieces pieces);
+
+#endif

@@ -1,0 +1,76 @@
+/* The module registry and the router: which route answers a target, each
+ * module's state, and the responses counted per route and status class. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_internal.h"
+
+/* For a target no module claims, with no fallback among the modules. */
+static int not_found(struct conn *c, const struct request *req)
+{
+    return 404;
+}
+
+static const struct route no_route = {.methods = ~0ull, .on_request = not_found};
+
+/* Counts responses per route: every route of every module, and the one
+ * for targets nobody claims, get a row when the server starts. */
+static void add_route_row(struct server *srv, const struct route *r, const char *label)
+{
+    if (srv->nroute_rows < SERVER_ROUTES_MAX)
+        srv->route_rows[srv->nroute_rows++] = (struct route_row){.route = r, .label = label};
+}
+
+void server_count_response(struct server *srv, const struct route *route, int status,
+                           uint64_t bytes, uint64_t us)
+{
+    srv->requests++;
+    struct route_row *row = &srv->route_rows[0]; /* "none": refused before routing */
+    for (unsigned i = 1; i < srv->nroute_rows; i++) {
+        if (srv->route_rows[i].route == route)
+            row = &srv->route_rows[i];
+    }
+    unsigned cls = status >= 100 && status < 600 ? (unsigned)status / 100 - 1 : 4;
+    row->by_class[cls]++;
+    if (route != NULL && route->instrument)
+        return;
+    enum server_size size = bytes <= SERVER_SMALL_MAX ? SERVER_SMALL : SERVER_LARGE;
+    hist_add(&srv->latency[size], uv_now(srv->loop), us);
+    hist_total_add(&srv->latency_total[size], us);
+}
+
+void *server_module_state(const struct server *srv, const struct module *m)
+{
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        if (srv->modules[i] == m)
+            return srv->module_state[i];
+    }
+    return NULL;
+}
+
+const struct route *server_route(const struct server *srv, const char *target)
+{
+    size_t len = strcspn(target, "?#");
+    const struct route *fallback = &no_route;
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        const struct route *r = srv->modules[i]->routes;
+        for (; r != NULL && r->on_request != NULL; r++) {
+            if (r->path == NULL && fallback == &no_route)
+                fallback = r;
+            else if (r->path != NULL && strlen(r->path) == len && memcmp(r->path, target, len) == 0)
+                return r;
+        }
+    }
+    return fallback;
+}
+
+void server__router_init(struct server *srv)
+{
+    add_route_row(srv, NULL, "none");
+    add_route_row(srv, &no_route, "unrouted");
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        for (const struct route *r = srv->modules[i]->routes; r != NULL && r->on_request != NULL;
+             r++)
+            add_route_row(srv, r, r->path != NULL ? r->path : srv->modules[i]->name);
+    }
+}

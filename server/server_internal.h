@@ -1,0 +1,30 @@
+#ifndef UNCLOG_SERVER_INTERNAL_H
+#define UNCLOG_SERVER_INTERNAL_H
+
+/* Shared by the files at the top of the core only: server.c (lifecycle,
+ * signals, stop), listener.c (the socket and accepting), router.c (modules,
+ * routes, response counters) and reload.c (live settings). The server__
+ * prefix marks what nothing else calls. */
+
+#include "server/server.h"
+
+/* server.c: uv_close with the server's handle count, once. */
+void server__close_handle(struct server *srv, uv_handle_t *handle);
+
+/* listener.c */
+/* Takes LISTEN_FD (or opens cfg->listen when it is < 0) and sets up its
+ * handles. Returns 0, or logs and returns a negative UV_E* code with nothing
+ * left open. */
+int server__listener_open(struct server *srv, int listen_fd);
+/* Starts accepting and says where (the first startup line). */
+int server__listener_start(struct server *srv);
+/* Stops accepting for good: closes the handles and the socket. */
+void server__close_listener(struct server *srv);
+
+/* router.c: a row of response counters for every route. */
+void server__router_init(struct server *srv);
+
+/* reload.c: pushes what responses in flight read at each piece. */
+void server__apply_to_pumps(struct server *srv);
+
+#endif
