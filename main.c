@@ -8,20 +8,13 @@
 #include <uv.h>
 #include <zlib.h>
 
-#include "handlers/gzip.h"
-#include "handlers/observe/metrics.h"
-#include "handlers/observe/settings.h"
-#include "handlers/static/static.h"
-#include "handlers/observe/stats.h"
+#include "handlers/handlers.h"
 #include "server/base/config.h"
 #include "server/base/log.h"
 #include "server/master.h"
 #include "server/server.h"
 
-/* The handler modules, in the order their routes are matched: the static
- * files' fallback route comes last. */
-static const struct module *const modules[] = {&gzip_module,    &stats_module,  &settings_module,
-                                               &metrics_module, &static_module, NULL};
+static const struct module *const *const modules = handler_modules;
 
 /* What a process needs to serve: main()'s configuration and command line,
  * and the master's listening socket when there is one. */
@@ -69,15 +62,17 @@ static unsigned online_cpus(void)
 int main(int argc, char **argv)
 {
     static struct config cfg;
+    static const struct config_table *tables[CONFIG_TABLES_MAX + 1];
     enum config_action action;
     char err[CONFIG_ERR_MAX];
 
-    if (config_load(&cfg, argc, argv, &action, err) != 0) {
+    server_config_tables(modules, tables);
+    if (config_load(&cfg, tables, argc, argv, &action, err) != 0) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
     if (action == CONFIG_HELP) {
-        config_usage(stdout, argv[0]);
+        config_usage(&cfg, stdout, argv[0]);
         return 0;
     }
     if (action == CONFIG_VERSION) {

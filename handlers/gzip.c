@@ -117,6 +117,14 @@ static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *
 /* Loop thread, when the pump has a slot free: whether a job has input. A
  * body short of a slice opens the connection's window for the rest, and
  * reading pauses again once the slice is there (or while a job runs). */
+static const struct config_table gzip_config_table;
+
+/* The running values of the module's keys. */
+static const struct gzip_config *gzip_config_of(struct conn *c)
+{
+    return config_block(conn_server(c)->cfg, &gzip_config_table);
+}
+
 static bool deflate_ready(struct pump_source *src)
 {
     struct deflate_source *d = container_of(src, struct deflate_source, base);
@@ -126,7 +134,7 @@ static bool deflate_ready(struct pump_source *src)
         return true;
     /* A live change of gzip_partition reaches the body's next slice, up to
      * the size of its buffer. */
-    size_t now = conn_server(d->conn)->cfg->gzip_partition;
+    size_t now = gzip_config_of(d->conn)->gzip_partition;
     d->slice = d->base.input_piece = now < d->in_cap ? now : d->in_cap;
     if (d->z.avail_in > 0 || d->body_done || d->in_len - d->in_pos >= d->slice)
         return true;
@@ -180,7 +188,7 @@ static struct deflate_source *deflate_new(size_t slice, uint64_t len)
 
 static int gzip_on_headers(struct conn *c, const struct request *req)
 {
-    if (req->has_length && req->content_length > conn_server(c)->cfg->gzip_max_body)
+    if (req->has_length && req->content_length > gzip_config_of(c)->gzip_max_body)
         return 413;
     return 0;
 }
@@ -189,7 +197,7 @@ static int gzip_on_headers(struct conn *c, const struct request *req)
  * arrives, a slice per job (`whole`: the body is one slice). */
 static int gzip_on_request(struct conn *c, const struct request *req)
 {
-    const struct config *cfg = conn_server(c)->cfg;
+    const struct gzip_config *cfg = gzip_config_of(c);
     /* A slice is no larger than a body of known length. `whole` of a
      * chunked body: room for one byte past the limit, which then gets its
      * 413 before any of the body is deflated. */
@@ -265,4 +273,15 @@ static const struct route gzip_routes[] = {
     {0},
 };
 
-const struct module gzip_module = {.name = "gzip", .routes = gzip_routes};
+static const struct config_key gzip_keys[] = {
+    {"gzip_partition", CONFIG_PARTITION, CONFIG_FIELD(struct gzip_config, gzip_partition), 1, GIB,
+     "64k", "SIZE|whole", "input bytes deflated per threadpool job", CONFIG_LIVE, NULL},
+    {"gzip_max_body", CONFIG_SIZE, CONFIG_FIELD(struct gzip_config, gzip_max_body), 1, GIB, "16m",
+     "SIZE", "largest POST /gzip body (413 beyond)", CONFIG_RELOAD, NULL},
+};
+
+static const struct config_table gzip_config_table =
+    CONFIG_TABLE("gzip", gzip_keys, struct gzip_config);
+
+const struct module gzip_module = {
+    .name = "gzip", .routes = gzip_routes, .config = &gzip_config_table};

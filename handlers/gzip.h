@@ -15,6 +15,12 @@
  * it is read; a chunked one that grows past it is cut with a reset. */
 extern const struct module gzip_module;
 
+/* The module's keys (gzip_module.config fills it). */
+struct gzip_config {
+    size_t gzip_partition; /* input bytes per deflate job, or CONFIG_WHOLE */
+    size_t gzip_max_body;  /* largest POST /gzip body: 413 beyond */
+};
+
 /* A source that gzips SIZE bytes of FD, reading and deflating PARTITION
  * bytes per threadpool job (CONFIG_WHOLE: one job), and closes FD after the
  * last read. Takes FD. Returns NULL when out of memory (FD is then closed). */

@@ -9,7 +9,7 @@
 #       --gzip-partition SIZE|whole  input bytes deflated per ... (default 64k)
 # that is: the flag, one argument word ('quoted' if it has spaces), the help
 # text and a final parenthesised part, "default VALUE" and anything after a
-# "; " (e.g. "; a reload keeps it"). Lines "  -x, --long ARG  text" not
+# "; " (e.g. "; restart only: a reload keeps it"). Lines "  -x, --long ARG  text" not
 # already in TEMPLATE are added to the options too. Fails, printing nothing,
 # when --help lists no key or a marker is missing.
 set -eu

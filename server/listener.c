@@ -218,11 +218,10 @@ static void print_url(struct server *srv)
             port = ntohs(a4->sin_port);
         }
     }
-    char part[32], gzpart[32];
+    char part[32];
     config_format_size(srv->cfg->partition, part, sizeof part);
-    config_format_size(srv->cfg->gzip_partition, gzpart, sizeof gzpart);
-    log_info("listening on http://%s:%d/ serving %s (partition %s, gzip_partition %s, threads %u)",
-             host, port, srv->root, part, gzpart, srv->cfg->threads);
+    log_info("listening on http://%s:%d/ serving %s (partition %s, threads %u)", host, port,
+             srv->root, part, srv->cfg->threads);
 }
 
 int server_open_listener(const char *listen, int *fd)

@@ -3,6 +3,7 @@
 
 #include <llhttp.h>
 
+#include "server/base/config.h"
 #include "server/http/conn.h"
 #include "server/base/util.h"
 
@@ -21,6 +22,9 @@ struct module {
      * every target no module claims (the first such route wins). Ends with
      * an all-zero row; NULL for a module with no routes. */
     const struct route *routes;
+    /* The module's configuration keys and the block they fill (read it
+     * with config_block), or NULL for a module with none. */
+    const struct config_table *config;
     /* Sets up the state the module keeps for SRV in *STATE. Returns 0, or
      * a negative errno and the server does not start. */
     int (*init)(struct server *srv, void **state);

@@ -37,22 +37,20 @@ static int reopen_access_log(struct server *srv, struct config *next)
     return 0;
 }
 
-const char *const server_live_keys[SERVER_LIVE_KEYS] = {
-    "partition",  "gzip_partition", "scheduler",  "emulate_disk",
-    "gzip_files", "gzip_static",    "file_cache",
-};
-
 void server_apply(struct server *srv, const struct config *next)
 {
     uint64_t now = uv_now(srv->loop) - srv->started_ms;
-    for (int i = 0; i < SERVER_LIVE_KEYS; i++) {
+    const struct config_key *k;
+    for (size_t i = 0; (k = config_key_at(next, i)) != NULL; i++) {
         char was[64], is[64];
-        config_get(srv->cfg, server_live_keys[i], was, sizeof was);
-        config_get(next, server_live_keys[i], is, sizeof is);
+        if (k->when != CONFIG_LIVE)
+            continue;
+        config_get(srv->cfg, k->name, was, sizeof was);
+        config_get(next, k->name, is, sizeof is);
         if (strcmp(was, is) != 0) {
             srv->live_changed[i] = true;
             srv->live_changed_ms[i] = now;
-            log_info("%s: %s -> %s", server_live_keys[i], was, is);
+            log_info("%s: %s -> %s", k->name, was, is);
         }
     }
     *srv->cfg = *next;
@@ -75,7 +73,7 @@ void server_reload(struct server *srv)
     struct config next;
     char err[CONFIG_ERR_MAX], kept[256];
     enum config_action action;
-    if (config_load(&next, srv->argc, srv->argv, &action, err) != 0) {
+    if (config_load(&next, srv->cfg->tables, srv->argc, srv->argv, &action, err) != 0) {
         log_error("reload refused, the running configuration is kept: %s", err);
         return;
     }
@@ -89,8 +87,7 @@ void server_reload(struct server *srv)
         return;
     }
     server_apply(srv, &next);
-    char part[32], gzpart[32];
+    char part[32];
     config_format_size(next.partition, part, sizeof part);
-    config_format_size(next.gzip_partition, gzpart, sizeof gzpart);
-    log_info("reloaded the configuration (partition %s, gzip_partition %s)", part, gzpart);
+    log_info("reloaded the configuration (partition %s)", part);
 }

@@ -19,9 +19,13 @@
 #define SERVER_MODULES_MAX 8
 #define SERVER_ROUTES_MAX  16
 
-/* The keys POST /settings may change, in the order /stats lists them. */
-#define SERVER_LIVE_KEYS 7
-extern const char *const server_live_keys[SERVER_LIVE_KEYS];
+/* The core's configuration keys (server/keys.c). */
+extern const struct config_table server_config_table;
+
+/* Fills TABLES with the core's table and then each of MODULES' own, in
+ * order, NULL-terminated: what config_load reads. */
+void server_config_tables(const struct module *const *modules,
+                          const struct config_table *tables[CONFIG_TABLES_MAX + 1]);
 
 /* Request latency is kept apart for small and large responses (body bytes). */
 #define SERVER_SMALL_MAX (64 * 1024)
@@ -71,8 +75,10 @@ struct server {
      * kernel, in microseconds: the recent window, and since the start. */
     struct hist latency[SERVER_SIZES];
     struct hist_total latency_total[SERVER_SIZES];
-    bool live_changed[SERVER_LIVE_KEYS];        /* by POST /settings or a reload */
-    uint64_t live_changed_ms[SERVER_LIVE_KEYS]; /* when: uptime in ms */
+    /* Per key (config_key_at's index): whether a live key was changed by
+     * POST /settings or a reload since the start, and when (uptime, ms). */
+    bool live_changed[CONFIG_KEYS_MAX];
+    uint64_t live_changed_ms[CONFIG_KEYS_MAX];
     uint64_t started_ms, stop_deadline_ms;
     bool stopping;
     unsigned open_handles; /* server handles not yet closed */

@@ -163,17 +163,28 @@ static uint64_t size_or_zero(size_t size)
     return size == CONFIG_WHOLE || size == CONFIG_AUTO_SIZE ? 0 : size;
 }
 
+/* gzip_partition, the gzip module's key, as it spells it. */
+static size_t gzip_partition_of(const struct config *cfg)
+{
+    char text[32];
+    size_t size = 0;
+    if (config_get(cfg, "gzip_partition", text, sizeof text) == 0)
+        (void)config_parse_size(text, true, &size);
+    return size;
+}
+
 static void settings(struct buf *o, const struct server *srv)
 {
     const struct config *cfg = srv->cfg;
     family(o, "unclog_setting_info", "gauge",
            "A setting that can change while the server runs, with its value as the config file "
            "spells it; always 1.");
-    for (int i = 0; i < SERVER_LIVE_KEYS; i++) {
+    const struct config_key *k;
+    for (size_t i = 0; (k = config_key_at(cfg, i)) != NULL; i++) {
         char value[128], escaped[128], labels[LABELS_MAX];
-        if (config_get(cfg, server_live_keys[i], value, sizeof value) != 0)
+        if (k->when != CONFIG_LIVE || config_get(cfg, k->name, value, sizeof value) != 0)
             continue;
-        snprintf(labels, sizeof labels, "key=\"%s\",value=\"%s\"", server_live_keys[i],
+        snprintf(labels, sizeof labels, "key=\"%s\",value=\"%s\"", k->name,
                  escape(escaped, sizeof escaped, value));
         sample(o, "unclog_setting_info", labels, 1);
     }
@@ -191,7 +202,7 @@ static void settings(struct buf *o, const struct server *srv)
            cfg->partition_max);
     metric(o, "unclog_gzip_partition_bytes", "gauge",
            "Input bytes deflated per threadpool job by /gzip (gzip_partition); 0 when it is whole.",
-           size_or_zero(cfg->gzip_partition));
+           size_or_zero(gzip_partition_of(cfg)));
 }
 
 static void scheduler(struct buf *o, const struct server *srv)

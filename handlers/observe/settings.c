@@ -15,9 +15,17 @@ struct form {
     char data[FORM_MAX + 1];
 };
 
+static const struct config_table settings_config_table;
+
+bool settings_admin(const struct server *srv)
+{
+    const struct settings_config *sc = config_block(srv->cfg, &settings_config_table);
+    return sc->admin;
+}
+
 static bool allowed(struct conn *c)
 {
-    return conn_server(c)->cfg->admin && conn_peer_loopback(c);
+    return settings_admin(conn_server(c)) && conn_peer_loopback(c);
 }
 
 static int settings_on_headers(struct conn *c, const struct request *req)
@@ -75,15 +83,6 @@ static bool form_decode(char *s)
     return true;
 }
 
-static bool is_live(const char *key)
-{
-    for (int i = 0; i < SERVER_LIVE_KEYS; i++) {
-        if (strcmp(key, server_live_keys[i]) == 0)
-            return true;
-    }
-    return false;
-}
-
 /* Applies FORM's pairs to a copy of the running configuration; the copy
  * replaces it only if every pair is valid. Returns 0, or 400 with ERR. */
 static int apply_form(struct server *srv, char *form, char err[CONFIG_ERR_MAX])
@@ -102,13 +101,7 @@ static int apply_form(struct server *srv, char *form, char err[CONFIG_ERR_MAX])
             snprintf(err, CONFIG_ERR_MAX, "'%.64s': bad %%-escape", key);
             return 400;
         }
-        char probe[8];
-        if (config_get(&next, key, probe, sizeof probe) == 0 && !is_live(key)) {
-            snprintf(err, CONFIG_ERR_MAX, "%.64s: changes with a reload or a restart, not live",
-                     key);
-            return 400;
-        }
-        if (config_set(&next, key, value, err) != 0)
+        if (config_set_live(&next, key, value, err) != 0)
             return 400;
     }
     server_apply(srv, &next);
@@ -118,10 +111,11 @@ static int apply_form(struct server *srv, char *form, char err[CONFIG_ERR_MAX])
 void settings_changes_json(const struct server *srv, struct buf *o)
 {
     const char *sep = "";
+    const struct config_key *k;
     buf_printf(o, "{");
-    for (int i = 0; i < SERVER_LIVE_KEYS; i++) {
+    for (size_t i = 0; (k = config_key_at(srv->cfg, i)) != NULL; i++) {
         if (srv->live_changed[i]) {
-            buf_printf(o, "%s\"%s\":%" PRIu64, sep, server_live_keys[i], srv->live_changed_ms[i]);
+            buf_printf(o, "%s\"%s\":%" PRIu64, sep, k->name, srv->live_changed_ms[i]);
             sep = ",";
         }
     }
@@ -133,11 +127,14 @@ static int send_settings(struct conn *c)
     const struct server *srv = conn_server(c);
     struct buf o;
     buf_init_growing(&o);
-    buf_printf(&o, "{\"admin\":%s", srv->cfg->admin ? "true" : "false");
-    for (int i = 0; i < SERVER_LIVE_KEYS; i++) {
+    buf_printf(&o, "{\"admin\":%s", settings_admin(srv) ? "true" : "false");
+    const struct config_key *k;
+    for (size_t i = 0; (k = config_key_at(srv->cfg, i)) != NULL; i++) {
         char value[64];
-        config_get(srv->cfg, server_live_keys[i], value, sizeof value);
-        buf_printf(&o, ",\"%s\":\"%s\"", server_live_keys[i], value);
+        if (k->when != CONFIG_LIVE)
+            continue;
+        config_get(srv->cfg, k->name, value, sizeof value);
+        buf_printf(&o, ",\"%s\":\"%s\"", k->name, value);
     }
     buf_printf(&o, ",\"changed_ms\":");
     settings_changes_json(srv, &o);
@@ -188,4 +185,14 @@ static const struct route settings_routes[] = {
     {0},
 };
 
-const struct module settings_module = {.name = "settings", .routes = settings_routes};
+static const struct config_key settings_keys[] = {
+    {"admin", CONFIG_BOOL, CONFIG_FIELD(struct settings_config, admin), 0, 0, "off", "on|off",
+     "GET and POST /settings change live settings, from loopback clients only", CONFIG_RELOAD,
+     NULL},
+};
+
+static const struct config_table settings_config_table =
+    CONFIG_TABLE("settings", settings_keys, struct settings_config);
+
+const struct module settings_module = {
+    .name = "settings", .routes = settings_routes, .config = &settings_config_table};

@@ -28,11 +28,15 @@ static int stats_on_request(struct conn *c, const struct request *req)
     put_size(&o, "partition", srv->cfg->partition);
     put_size(&o, "partition_min", srv->cfg->partition_min);
     put_size(&o, "partition_max", srv->cfg->partition_max);
-    put_size(&o, "gzip_partition", srv->cfg->gzip_partition);
+    char gzip_partition[32];
+    size_t gzip_size = 0;
+    if (config_get(srv->cfg, "gzip_partition", gzip_partition, sizeof gzip_partition) == 0)
+        (void)config_parse_size(gzip_partition, true, &gzip_size);
+    put_size(&o, "gzip_partition", gzip_size);
     char disk[64];
     config_get(srv->cfg, "emulate_disk", disk, sizeof disk);
     buf_printf(&o, "\"emulate_disk\":\"%s\",\"admin\":%s,\"bytes_sent\":%" PRIu64 ",", disk,
-               srv->cfg->admin ? "true" : "false", srv->bytes_sent);
+               settings_admin(srv) ? "true" : "false", srv->bytes_sent);
     /* Request latency by response size over the recent window (about 1 s):
      * small responses are what a flood makes wait. */
     buf_printf(&o, "\"latency\":{\"small_max_bytes\":%d", SERVER_SMALL_MAX);

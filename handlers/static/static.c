@@ -272,10 +272,18 @@ struct rep {
     char etag[ETAG_LEN + 2];
 };
 
+static const struct config_table static_config_table;
+
+/* The running values of the module's keys. */
+static const struct static_config *static_config_of(const struct server *srv)
+{
+    return config_block(srv->cfg, &static_config_table);
+}
+
 static void choose_rep(struct conn *c, struct file *f, const char *type, struct rep *rep,
                        bool *vary)
 {
-    const struct config *cfg = conn_server(c)->cfg;
+    const struct static_config *cfg = static_config_of(conn_server(c));
     const struct request *req = conn_request(c);
     *rep = (struct rep){.fd = f->fd, .st = &f->st};
     *vary = (cfg->gzip_files || cfg->gzip_static) && compressible(type, cfg->gzip_types);
@@ -303,7 +311,7 @@ static void choose_rep(struct conn *c, struct file *f, const char *type, struct 
 /* Validators and the other headers every file response carries. */
 static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bool vary)
 {
-    const struct config *cfg = conn_server(c)->cfg;
+    const struct static_config *cfg = static_config_of(conn_server(c));
     char modified[HTTP_DATE_LEN];
     time_t now = conn_server(c)->date_time; /* the second the Date header shows */
     /* A clock skewed into the future is not a modification date (RFC 9110 8.8.2.1). */
@@ -515,7 +523,7 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
     char key[PATH_MAX + 2];
     cache_key(j, key, sizeof key);
     const struct cache_entry *e = cache_lookup(file_cache(srv), key, uv_now(srv->loop));
-    if (e == NULL || (gzip_possible && compressible(e->type, srv->cfg->gzip_types)))
+    if (e == NULL || (gzip_possible && compressible(e->type, static_config_of(srv)->gzip_types)))
         return false;
     struct file f = {.st = e->st, .fd = -1, .body = e->body, .gz_fd = -1};
     send_file(c, &f, e->type);
@@ -525,7 +533,7 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
 static int static_on_request(struct conn *c, const struct request *req)
 {
     struct server *srv = conn_server(c);
-    const struct config *cfg = srv->cfg;
+    const struct static_config *cfg = static_config_of(srv);
     struct open_job *j = malloc(sizeof *j);
     if (j == NULL)
         return 503;
@@ -555,7 +563,7 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->want_listing = cfg->listing;
     j->inotify_fd = cached ? cache->inotify_fd : -1;
     j->cache_max = cfg->file_cache_max_file;
-    j->disk = cfg->emulate_disk;
+    j->disk = srv->cfg->emulate_disk;
     j->cache_gen = cached ? cache_drain(cache) : 0;
     j->f = (struct file){.fd = -1, .gz_fd = -1};
     j->wd = -1;
@@ -576,7 +584,7 @@ static int static_on_request(struct conn *c, const struct request *req)
 
 static int static_init(struct server *srv, void **state)
 {
-    const struct config *cfg = srv->cfg;
+    const struct static_config *cfg = static_config_of(srv);
     struct cache *cache = malloc(sizeof *cache);
     if (cache == NULL)
         return -ENOMEM;
@@ -589,7 +597,7 @@ static int static_init(struct server *srv, void **state)
 
 static void static_reload(struct server *srv, void *state)
 {
-    const struct config *cfg = srv->cfg;
+    const struct static_config *cfg = static_config_of(srv);
     int err =
         cache_configure(state, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
     if (err < 0)
@@ -619,9 +627,37 @@ static const struct route static_routes[] = {
     {0},
 };
 
+static const struct config_key static_keys[] = {
+    {"listing", CONFIG_BOOL, CONFIG_FIELD(struct static_config, listing), 0, 0, "off", "on|off",
+     "HTML listing of directories without index.html", CONFIG_RELOAD, NULL},
+    {"gzip_files", CONFIG_BOOL, CONFIG_FIELD(struct static_config, gzip_files), 0, 0, "on",
+     "on|off", "gzip compressible files on the fly when the client accepts it", CONFIG_LIVE, NULL},
+    {"gzip_static", CONFIG_BOOL, CONFIG_FIELD(struct static_config, gzip_static), 0, 0, "on",
+     "on|off", "send FILE.gz instead of FILE when it exists", CONFIG_LIVE, NULL},
+    {"gzip_min_size", CONFIG_SIZE, CONFIG_FIELD(struct static_config, gzip_min_size), 1, GIB, "1k",
+     "SIZE", "smallest file compressed on the fly", CONFIG_RELOAD, NULL},
+    {"gzip_types", CONFIG_STRING, CONFIG_FIELD(struct static_config, gzip_types), 0, 0,
+     "text/* application/json application/javascript application/xml image/svg+xml "
+     "application/wasm",
+     "'TYPE ...'", "media types compressed on the fly (text/* matches any text/...)", CONFIG_RELOAD,
+     NULL},
+    {"cache_control", CONFIG_STRING, CONFIG_FIELD(struct static_config, cache_control), 0, 0, "off",
+     "VALUE|off", "Cache-Control header of file responses", CONFIG_RELOAD, NULL},
+    {"file_cache", CONFIG_BOOL, CONFIG_FIELD(struct static_config, file_cache), 0, 0, "on",
+     "on|off", "keep small files in memory (kept fresh with inotify)", CONFIG_LIVE, NULL},
+    {"file_cache_max_file", CONFIG_SIZE, CONFIG_FIELD(struct static_config, file_cache_max_file), 1,
+     GIB, "64k", "SIZE", "largest file the cache keeps", CONFIG_RELOAD, NULL},
+    {"file_cache_size", CONFIG_SIZE, CONFIG_FIELD(struct static_config, file_cache_size), 1, GIB,
+     "32m", "SIZE", "memory for all cached files", CONFIG_RELOAD, NULL},
+};
+
+static const struct config_table static_config_table =
+    CONFIG_TABLE("static", static_keys, struct static_config);
+
 const struct module static_module = {
     .name = "static",
     .routes = static_routes,
+    .config = &static_config_table,
     .init = static_init,
     .reload = static_reload,
     .stats = static_stats,

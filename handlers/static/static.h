@@ -1,13 +1,28 @@
 #ifndef UNCLOG_STATIC_H
 #define UNCLOG_STATIC_H
 
-#include "server/http/conn.h"
+#include <stdbool.h>
+#include <stddef.h>
 
+#include "server/http/conn.h"
 #include "server/module.h"
 
 /* GET/HEAD of a file under the root, the fallback route: the path is
  * resolved on the loop, the file opened and fstat'ed in one threadpool job,
  * then streamed by the pump. The module's state is the small-file cache. */
 extern const struct module static_module;
+
+/* The module's keys (static_module.config fills it). */
+struct static_config {
+    bool listing;            /* HTML index of directories without index.html */
+    bool gzip_files;         /* compress compressible files on the fly */
+    bool gzip_static;        /* send FILE.gz when it exists and gzip is accepted */
+    size_t gzip_min_size;    /* smaller files are sent as they are */
+    char gzip_types[512];    /* media types compressed, space-separated; text/ matches any text */
+    char cache_control[256]; /* Cache-Control of file responses, or "off" */
+    bool file_cache;         /* keep small files' bodies in memory */
+    size_t file_cache_max_file; /* largest file kept */
+    size_t file_cache_size;     /* all bodies kept */
+};
 
 #endif

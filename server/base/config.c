@@ -8,127 +8,58 @@
 #include <string.h>
 #include <unistd.h>
 
-/* KEY_CHOICE: one of the words of the key's ARG ("a|b|c"), stored as its
- * index (unsigned). */
-enum key_type {
-    KEY_STRING,
-    KEY_UINT,
-    KEY_UINT_AUTO,
-    KEY_SIZE,
-    KEY_PARTITION,
-    KEY_PARTITION_AUTO,
-    KEY_BOOL,
-    KEY_MS,
-    KEY_CHOICE,
-    KEY_DISK /* struct disk_emulation: "off" or "LATENCY[,BANDWIDTH]" */
+/* A key with the table it belongs to: where its field is. */
+struct key_ref {
+    const struct config_table *table;
+    const struct config_key *key;
 };
 
-/* One row per key: the file spelling, the flag is the same with '-' for '_'. */
-struct key {
-    const char *name;
-    enum key_type type;
-    size_t offset;
-    size_t field_size; /* sizeof the field: a string's array size */
-    unsigned long long min, max;
-    const char *fallback; /* default, in config-file spelling */
-    const char *arg;      /* placeholder in --help */
-    const char *help;
-};
-
-#define FIELD(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
-
-static const struct key keys[] = {
-    {"listen", KEY_STRING, FIELD(listen), 0, 0, "127.0.0.1:8080", "ADDR:PORT",
-     "address to listen on; port 0 picks a free one"},
-    {"root", KEY_STRING, FIELD(root), 0, 0, "static", "DIR", "directory served"},
-    {"threads", KEY_UINT, FIELD(threads), 1, 1024, "4", "N", "libuv threadpool size per worker"},
-    {"workers", KEY_UINT_AUTO, FIELD(workers), 1, 1024, "1", "N|auto",
-     "server processes sharing the port; auto: one per online CPU"},
-    {"partition", KEY_PARTITION_AUTO, FIELD(partition), 1, GIB, "auto", "SIZE|whole|auto",
-     "bytes per threadpool read of a file; auto: partition_max while no short work waits, "
-     "partition_min when some does"},
-    {"partition_min", KEY_SIZE, FIELD(partition_min), 1, GIB, "64k", "SIZE",
-     "piece size of partition = auto while short work waits"},
-    {"partition_max", KEY_SIZE, FIELD(partition_max), 1, GIB, "1m", "SIZE",
-     "piece size of partition = auto while no short work waits"},
-    {"bulk_nice", KEY_UINT, FIELD(bulk_nice), 0, 19, "0", "N",
-     "nice value, 0 to 19, of a pool thread while it runs a bulk piece; 0: off. Needs root or "
-     "LimitNICE=20, to set threads back for short work"},
-    {"scheduler", KEY_CHOICE, FIELD(scheduler), 0, 0, "fair", "fifo|fair",
-     "order of threadpool jobs: fifo (arrival) or fair (short work first, bulk shared)"},
-    {"gzip_partition", KEY_PARTITION, FIELD(gzip_partition), 1, GIB, "64k", "SIZE|whole",
-     "input bytes deflated per threadpool job"},
-    {"emulate_disk", KEY_DISK, FIELD(emulate_disk), 0, 60000, "off", "LATENCY[,RATE]|off",
-     "every pool read of a file takes at least LATENCY plus its bytes at RATE per second, "
-     "e.g. 8ms,120m: what a slow disk does to the pool, on a warm page cache"},
-    {"admin", KEY_BOOL, FIELD(admin), 0, 0, "off", "on|off",
-     "GET and POST /settings change live settings, from loopback clients only"},
-    {"gzip_max_body", KEY_SIZE, FIELD(gzip_max_body), 1, GIB, "16m", "SIZE",
-     "largest POST /gzip body (413 beyond)"},
-    {"access_log", KEY_STRING, FIELD(access_log), 0, 0, "-", "PATH|-|off",
-     "Common Log Format access log"},
-    {"log_level", KEY_CHOICE, FIELD(log_level), 0, 0, "info", "error|warn|info|debug",
-     "most verbose lines on stderr (debug: every refused request and timeout)"},
-    {"listing", KEY_BOOL, FIELD(listing), 0, 0, "off", "on|off",
-     "HTML listing of directories without index.html"},
-    {"gzip_files", KEY_BOOL, FIELD(gzip_files), 0, 0, "on", "on|off",
-     "gzip compressible files on the fly when the client accepts it"},
-    {"gzip_static", KEY_BOOL, FIELD(gzip_static), 0, 0, "on", "on|off",
-     "send FILE.gz instead of FILE when it exists"},
-    {"gzip_min_size", KEY_SIZE, FIELD(gzip_min_size), 1, GIB, "1k", "SIZE",
-     "smallest file compressed on the fly"},
-    {"gzip_types", KEY_STRING, FIELD(gzip_types), 0, 0,
-     "text/* application/json application/javascript application/xml image/svg+xml "
-     "application/wasm",
-     "'TYPE ...'", "media types compressed on the fly (text/* matches any text/...)"},
-    {"cache_control", KEY_STRING, FIELD(cache_control), 0, 0, "off", "VALUE|off",
-     "Cache-Control header of file responses"},
-    {"file_cache", KEY_BOOL, FIELD(file_cache), 0, 0, "on", "on|off",
-     "keep small files in memory (kept fresh with inotify)"},
-    {"file_cache_max_file", KEY_SIZE, FIELD(file_cache_max_file), 1, GIB, "64k", "SIZE",
-     "largest file the cache keeps"},
-    {"file_cache_size", KEY_SIZE, FIELD(file_cache_size), 1, GIB, "32m", "SIZE",
-     "memory for all cached files"},
-    /* Limits and timeouts: what one client may cost. */
-    {"max_connections", KEY_UINT, FIELD(max_connections), 1, 1000000, "4096", "N",
-     "connections served at once; more are answered 503 and closed"},
-    {"max_url", KEY_SIZE, FIELD(max_url), 256, 1ULL << 20, "8k", "SIZE",
-     "longest request-target (414 beyond)"},
-    {"max_header_size", KEY_SIZE, FIELD(max_header_size), 1024, 1ULL << 20, "16k", "SIZE",
-     "largest request header block (431 beyond)"},
-    {"max_headers", KEY_UINT, FIELD(max_headers), 1, 10000, "100", "N",
-     "most header lines in a request (431 beyond)"},
-    {"max_body", KEY_SIZE, FIELD(max_body), 1, GIB, "16m", "SIZE",
-     "largest request body on any route (413, before reading it)"},
-    {"header_timeout", KEY_MS, FIELD(header_timeout), 1, 3600000, "10s", "TIME",
-     "time to send a request head, from its first byte (408 beyond)"},
-    {"body_timeout", KEY_MS, FIELD(body_timeout), 1, 3600000, "10s", "TIME",
-     "longest silence while a request body is read (408 beyond)"},
-    {"keepalive_timeout", KEY_MS, FIELD(keepalive_timeout), 1, 3600000, "5s", "TIME",
-     "idle time allowed between requests on a connection"},
-    {"send_buffer", KEY_SIZE, FIELD(send_buffer), 4096, 64 * MIB, "256k", "SIZE|off",
-     "socket send buffer per connection (SO_SNDBUF): bounds the bytes one write hands the "
-     "kernel, so one big piece cannot hold the loop"},
-    {"max_buffer_memory", KEY_SIZE, FIELD(max_buffer_memory), 1, 1ULL << 40, "256m", "SIZE",
-     "request and response buffers held at once per worker: beyond it work waits its turn"},
-    {"send_timeout", KEY_MS, FIELD(send_timeout), 1, 3600000, "30s", "TIME",
-     "longest time a client may take no bytes of its response"},
-};
-
-#define NKEYS (sizeof keys / sizeof keys[0])
-
-/* The keys a reload (SIGHUP) cannot change: the socket, the directory whose
- * realpath bounds every request, and the sizes of the pool and of the set of
- * processes, all fixed when the server starts. */
-static const char *const restart_keys[] = {"listen", "root", "threads", "workers"};
-
-static bool needs_restart(const struct key *k)
+static char *block_of(struct config *cfg, const struct config_table *t)
 {
-    for (size_t i = 0; i < sizeof restart_keys / sizeof restart_keys[0]; i++) {
-        if (strcmp(k->name, restart_keys[i]) == 0)
-            return true;
+    for (size_t i = 0; cfg->tables[i] != NULL; i++) {
+        if (cfg->tables[i] == t)
+            return t->block_size == 0 ? (char *)cfg : (char *)cfg->blocks + cfg->block_offset[i];
     }
-    return false;
+    return NULL;
+}
+
+const void *config_block(const struct config *cfg, const struct config_table *table)
+{
+    return block_of((struct config *)cfg, table);
+}
+
+static void *field_of(const struct config *cfg, struct key_ref r)
+{
+    return block_of((struct config *)cfg, r.table) + r.key->offset;
+}
+
+static struct key_ref ref_at(const struct config *cfg, size_t index)
+{
+    for (size_t i = 0; cfg->tables[i] != NULL; i++) {
+        if (index < cfg->tables[i]->nkeys)
+            return (struct key_ref){cfg->tables[i], &cfg->tables[i]->keys[index]};
+        index -= cfg->tables[i]->nkeys;
+    }
+    return (struct key_ref){NULL, NULL};
+}
+
+const struct config_key *config_key_at(const struct config *cfg, size_t i)
+{
+    return ref_at(cfg, i).key;
+}
+
+static struct key_ref find_ref(const struct config *cfg, const char *name, size_t len)
+{
+    for (size_t i = 0;; i++) {
+        struct key_ref r = ref_at(cfg, i);
+        if (r.key == NULL || (strlen(r.key->name) == len && strncmp(r.key->name, name, len) == 0))
+            return r;
+    }
+}
+
+const struct config_key *config_find(const struct config *cfg, const char *name)
+{
+    return find_ref(cfg, name, strlen(name)).key;
 }
 
 static void fail(char err[CONFIG_ERR_MAX], const char *fmt, ...)
@@ -140,15 +71,6 @@ static void fail(char err[CONFIG_ERR_MAX], const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, CONFIG_ERR_MAX, fmt, ap);
     va_end(ap);
-}
-
-static const struct key *find_key(const char *name, size_t len)
-{
-    for (size_t i = 0; i < NKEYS; i++) {
-        if (strlen(keys[i].name) == len && strncmp(keys[i].name, name, len) == 0)
-            return &keys[i];
-    }
-    return NULL;
 }
 
 int config_parse_size(const char *text, bool allow_whole, size_t *out)
@@ -211,7 +133,7 @@ static int parse_ms(const char *text, size_t *ms)
 }
 
 /* "off", or "LATENCY[,RATE]": a time (ms or s) and a size per second. */
-static int set_disk(const struct key *k, struct disk_emulation *d, const char *text,
+static int set_disk(const struct config_key *k, struct disk_emulation *d, const char *text,
                     char err[CONFIG_ERR_MAX])
 {
     if (strcmp(text, "off") == 0) {
@@ -241,62 +163,57 @@ static int set_disk(const struct key *k, struct disk_emulation *d, const char *t
     return 0;
 }
 
-static int set_key(struct config *cfg, const struct key *k, const char *text,
-                   char err[CONFIG_ERR_MAX])
+/* Sets FIELD, the field of key K, from TEXT. */
+static int set_field(char *field, const struct config_key *k, const char *text,
+                     char err[CONFIG_ERR_MAX])
 {
-    char *field = (char *)cfg + k->offset;
     size_t size;
     int rc;
 
     switch (k->type) {
-    case KEY_STRING:
+    case CONFIG_STRING:
         if (text[0] == '\0' || strlen(text) >= k->field_size) {
             fail(err, "%s: value must be 1 to %zu characters", k->name, k->field_size - 1);
             return -1;
         }
         memcpy(field, text, strlen(text) + 1);
         return 0;
-    case KEY_UINT_AUTO:
+    case CONFIG_UINT_AUTO:
         if (strcmp(text, "auto") == 0) {
             *(unsigned *)(void *)field = CONFIG_AUTO;
             return 0;
         }
         /* fall through */
-    case KEY_UINT: {
+    case CONFIG_UINT: {
         char *end;
         errno = 0;
         unsigned long long n = isdigit((unsigned char)text[0]) ? strtoull(text, &end, 10) : 0;
         if (!isdigit((unsigned char)text[0]) || *end != '\0' || errno != 0 || n < k->min ||
             n > k->max) {
             fail(err, "%s: '%s' is not a whole number from %llu to %llu%s", k->name, text, k->min,
-                 k->max, k->type == KEY_UINT_AUTO ? ", or auto" : "");
+                 k->max, k->type == CONFIG_UINT_AUTO ? ", or auto" : "");
             return -1;
         }
         *(unsigned *)(void *)field = (unsigned)n;
         return 0;
     }
-    case KEY_BOOL:
+    case CONFIG_BOOL:
         if (strcmp(text, "on") != 0 && strcmp(text, "off") != 0) {
             fail(err, "%s: '%s' is neither on nor off", k->name, text);
             return -1;
         }
         *(bool *)(void *)field = strcmp(text, "on") == 0;
         return 0;
-    case KEY_CHOICE: {
-        unsigned index = 0;
-        size_t len = strlen(text);
-        for (const char *w = k->arg; *w != '\0'; index++) {
-            size_t wlen = strcspn(w, "|");
-            if (wlen == len && len > 0 && strncmp(w, text, len) == 0) {
-                *(unsigned *)(void *)field = index;
+    case CONFIG_CHOICE:
+        for (const struct config_choice *ch = k->choices; ch->name != NULL; ch++) {
+            if (strcmp(ch->name, text) == 0) {
+                *(unsigned *)(void *)field = ch->value;
                 return 0;
             }
-            w += wlen + (w[wlen] == '|');
         }
         fail(err, "%s: '%s' is not one of %s", k->name, text, k->arg);
         return -1;
-    }
-    case KEY_MS:
+    case CONFIG_MS:
         rc = parse_ms(text, &size);
         if (rc == 0 && (size < k->min || size > k->max))
             rc = -ERANGE;
@@ -307,32 +224,32 @@ static int set_key(struct config *cfg, const struct key *k, const char *text,
         }
         *(unsigned *)(void *)field = (unsigned)size;
         return 0;
-    case KEY_SIZE:
-    case KEY_PARTITION:
-    case KEY_PARTITION_AUTO:
-        if (k->type == KEY_PARTITION_AUTO && strcmp(text, "auto") == 0) {
+    case CONFIG_SIZE:
+    case CONFIG_PARTITION:
+    case CONFIG_PARTITION_AUTO:
+        if (k->type == CONFIG_PARTITION_AUTO && strcmp(text, "auto") == 0) {
             *(size_t *)(void *)field = CONFIG_AUTO_SIZE;
             return 0;
         }
         /* A size key whose placeholder offers "off" stores 0 for it. */
-        if (k->type == KEY_SIZE && strcmp(text, "off") == 0 && strstr(k->arg, "|off") != NULL) {
+        if (k->type == CONFIG_SIZE && strcmp(text, "off") == 0 && strstr(k->arg, "|off") != NULL) {
             *(size_t *)(void *)field = 0;
             return 0;
         }
-        rc = config_parse_size(text, k->type != KEY_SIZE, &size);
+        rc = config_parse_size(text, k->type != CONFIG_SIZE, &size);
         if (rc == 0 && size != CONFIG_WHOLE && (size < k->min || size > k->max))
             rc = -ERANGE;
         if (rc != 0) {
             fail(err, "%s: '%s' is not a size from %llu to %llum (k and m suffixes%s)", k->name,
                  text, k->min, k->max >> 20,
-                 k->type == KEY_PARTITION        ? ", or whole"
-                 : k->type == KEY_PARTITION_AUTO ? ", whole or auto"
-                                                 : "");
+                 k->type == CONFIG_PARTITION        ? ", or whole"
+                 : k->type == CONFIG_PARTITION_AUTO ? ", whole or auto"
+                                                    : "");
             return -1;
         }
         *(size_t *)(void *)field = size;
         return 0;
-    case KEY_DISK:
+    case CONFIG_DISK:
         return set_disk(k, (struct disk_emulation *)(void *)field, text, err);
     }
     abort();
@@ -340,46 +257,47 @@ static int set_key(struct config *cfg, const struct key *k, const char *text,
 
 int config_get(const struct config *cfg, const char *key, char *buf, size_t len)
 {
-    const struct key *k = find_key(key, strlen(key));
-    if (k == NULL)
+    struct key_ref r = find_ref(cfg, key, strlen(key));
+    if (r.key == NULL)
         return -1;
-    const char *field = (const char *)cfg + k->offset;
-    bool is_unsigned = k->type == KEY_UINT || k->type == KEY_UINT_AUTO || k->type == KEY_MS ||
-                       k->type == KEY_CHOICE;
+    const struct config_key *k = r.key;
+    const char *field = field_of(cfg, r);
+    bool is_unsigned = k->type == CONFIG_UINT || k->type == CONFIG_UINT_AUTO ||
+                       k->type == CONFIG_MS || k->type == CONFIG_CHOICE;
     unsigned u = is_unsigned ? *(const unsigned *)(const void *)field : 0;
     switch (k->type) {
-    case KEY_STRING:
+    case CONFIG_STRING:
         snprintf(buf, len, "%s", field);
         break;
-    case KEY_UINT_AUTO:
-    case KEY_UINT:
-        if (k->type == KEY_UINT_AUTO && u == CONFIG_AUTO)
+    case CONFIG_UINT_AUTO:
+    case CONFIG_UINT:
+        if (k->type == CONFIG_UINT_AUTO && u == CONFIG_AUTO)
             snprintf(buf, len, "auto");
         else
             snprintf(buf, len, "%u", u);
         break;
-    case KEY_SIZE:
-    case KEY_PARTITION:
-    case KEY_PARTITION_AUTO:
+    case CONFIG_SIZE:
+    case CONFIG_PARTITION:
+    case CONFIG_PARTITION_AUTO:
         if (*(const size_t *)(const void *)field == 0)
             snprintf(buf, len, "off");
         else
             config_format_size(*(const size_t *)(const void *)field, buf, len);
         break;
-    case KEY_BOOL:
+    case CONFIG_BOOL:
         snprintf(buf, len, "%s", *(const bool *)field ? "on" : "off");
         break;
-    case KEY_MS:
+    case CONFIG_MS:
         snprintf(buf, len, "%ums", u);
         break;
-    case KEY_CHOICE: {
-        const char *w = k->arg;
-        for (unsigned i = 0; i < u && strchr(w, '|') != NULL; i++)
-            w = strchr(w, '|') + 1;
-        snprintf(buf, len, "%.*s", (int)strcspn(w, "|"), w);
+    case CONFIG_CHOICE: {
+        const struct config_choice *ch = k->choices;
+        while (ch->name != NULL && ch->value != u)
+            ch++;
+        snprintf(buf, len, "%s", ch->name != NULL ? ch->name : "?");
         break;
     }
-    case KEY_DISK: {
+    case CONFIG_DISK: {
         const struct disk_emulation *d = (const struct disk_emulation *)(const void *)field;
         char rate[32] = "";
         if (d->bytes_per_s > 0)
@@ -394,24 +312,51 @@ int config_get(const struct config *cfg, const char *key, char *buf, size_t len)
     return 0;
 }
 
-void config_defaults(struct config *cfg)
+void config_defaults(struct config *cfg, const struct config_table *const *tables)
 {
     char err[CONFIG_ERR_MAX];
     memset(cfg, 0, sizeof *cfg);
-    for (size_t i = 0; i < NKEYS; i++) {
-        if (set_key(cfg, &keys[i], keys[i].fallback, err) != 0)
+    cfg->tables = tables;
+    size_t used = 0, nkeys = 0;
+    for (size_t i = 0; tables[i] != NULL; i++) {
+        size_t align = _Alignof(max_align_t);
+        if (i >= CONFIG_TABLES_MAX || tables[i]->block_size > CONFIG_BLOCKS_SIZE - used)
+            abort(); /* the tables outgrew struct config: raise the limits */
+        cfg->block_offset[i] = used;
+        used += (tables[i]->block_size + align - 1) / align * align;
+        nkeys += tables[i]->nkeys;
+    }
+    if (nkeys > CONFIG_KEYS_MAX)
+        abort();
+    for (size_t i = 0;; i++) {
+        struct key_ref r = ref_at(cfg, i);
+        if (r.key == NULL)
+            break;
+        if (set_field(field_of(cfg, r), r.key, r.key->fallback, err) != 0)
             abort(); /* a bad default is a bug in the table */
     }
 }
 
 int config_set(struct config *cfg, const char *key, const char *text, char err[CONFIG_ERR_MAX])
 {
-    const struct key *k = find_key(key, strlen(key));
-    if (k == NULL) {
+    struct key_ref r = find_ref(cfg, key, strlen(key));
+    if (r.key == NULL) {
         fail(err, "unknown key '%s'", key);
         return -1;
     }
-    return set_key(cfg, k, text, err);
+    return set_field(field_of(cfg, r), r.key, text, err);
+}
+
+int config_set_live(struct config *cfg, const char *key, const char *text, char err[CONFIG_ERR_MAX])
+{
+    const struct config_key *k = config_find(cfg, key);
+    if (k != NULL && k->when != CONFIG_LIVE) {
+        fail(err, "%.64s: %s", key,
+             k->when == CONFIG_RELOAD ? "not live: it changes with a reload (SIGHUP)"
+                                      : "not live: it changes with a restart");
+        return -1;
+    }
+    return config_set(cfg, key, text, err);
 }
 
 static char *trim(char *s)
@@ -486,14 +431,14 @@ const char *config_cli_file(int argc, char **argv)
 }
 
 /* Maps "--gzip-partition" to its table row; LEN excludes any "=value". */
-static const struct key *find_flag(const char *flag, size_t len)
+static struct key_ref find_flag(const struct config *cfg, const char *flag, size_t len)
 {
     char name[64];
     if (len >= sizeof name)
-        return NULL;
+        return (struct key_ref){NULL, NULL};
     for (size_t i = 0; i < len; i++)
         name[i] = flag[i] == '-' ? '_' : flag[i];
-    return find_key(name, len);
+    return find_ref(cfg, name, len);
 }
 
 int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_action *action,
@@ -535,8 +480,9 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
         }
         const char *eq = strchr(arg, '=');
         size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-        const struct key *k = strncmp(arg, "--", 2) == 0 ? find_flag(arg + 2, len - 2) : NULL;
-        if (k == NULL) {
+        struct key_ref r = strncmp(arg, "--", 2) == 0 ? find_flag(cfg, arg + 2, len - 2)
+                                                      : (struct key_ref){NULL, NULL};
+        if (r.key == NULL) {
             fail(err, "unknown option '%.*s' (see --help)", (int)len, arg);
             return -1;
         }
@@ -545,7 +491,7 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
             fail(err, "%s needs a value", arg);
             return -1;
         }
-        if (set_key(cfg, k, value, msg) != 0) {
+        if (set_field(field_of(cfg, r), r.key, value, msg) != 0) {
             fail(err, "--%s", msg);
             return -1;
         }
@@ -553,7 +499,22 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
     return 0;
 }
 
-void config_usage(FILE *out, const char *argv0)
+/* What --help (and so the man page) says of how a running server takes a
+ * new value. */
+static const char *when_text(enum config_when when)
+{
+    switch (when) {
+    case CONFIG_RESTART:
+        return "; restart only: a reload keeps it";
+    case CONFIG_RELOAD:
+        return "";
+    case CONFIG_LIVE:
+        return "; live: POST /settings";
+    }
+    abort();
+}
+
+void config_usage(const struct config *cfg, FILE *out, const char *argv0)
 {
     fprintf(
         out,
@@ -562,25 +523,26 @@ void config_usage(FILE *out, const char *argv0)
         "libuv threadpool in partitions.\n\n"
         "  -c, --config FILE          configuration file (default conf/unclog.conf if present)\n",
         argv0);
-    for (size_t i = 0; i < NKEYS; i++) {
+    const struct config_key *k;
+    for (size_t i = 0; (k = config_key_at(cfg, i)) != NULL; i++) {
         char flag[64];
-        snprintf(flag, sizeof flag, "--%s %s", keys[i].name, keys[i].arg);
+        snprintf(flag, sizeof flag, "--%s %s", k->name, k->arg);
         for (char *p = flag + 2; *p != ' '; p++) {
             if (*p == '_')
                 *p = '-';
         }
-        fprintf(out, "      %-28s %s (default %s%s)\n", flag, keys[i].help, keys[i].fallback,
-                needs_restart(&keys[i]) ? "; a reload keeps it" : "");
+        fprintf(out, "      %-28s %s (default %s%s)\n", flag, k->help, k->fallback,
+                when_text(k->when));
     }
     fprintf(out, "  -h, --help                 this text\n"
                  "  -V, --version              print the version\n");
 }
 
-int config_load(struct config *cfg, int argc, char **argv, enum config_action *action,
-                char err[CONFIG_ERR_MAX])
+int config_load(struct config *cfg, const struct config_table *const *tables, int argc, char **argv,
+                enum config_action *action, char err[CONFIG_ERR_MAX])
 {
     char msg[CONFIG_ERR_MAX];
-    config_defaults(cfg);
+    config_defaults(cfg, tables);
     const char *file = config_cli_file(argc, argv);
     if (file == NULL && access(CONFIG_DEFAULT_FILE, R_OK) == 0)
         file = CONFIG_DEFAULT_FILE;
@@ -593,13 +555,13 @@ int config_load(struct config *cfg, int argc, char **argv, enum config_action *a
     return 0;
 }
 
-/* Whether key K has the same value in A and B. */
-static bool same_value(const struct key *k, const struct config *a, const struct config *b)
+/* Whether key R has the same value in A and B. */
+static bool same_value(struct key_ref r, const struct config *a, const struct config *b)
 {
-    const char *fa = (const char *)a + k->offset, *fb = (const char *)b + k->offset;
-    if (k->type == KEY_STRING)
+    const char *fa = field_of(a, r), *fb = field_of(b, r);
+    if (r.key->type == CONFIG_STRING)
         return strcmp(fa, fb) == 0;
-    return memcmp(fa, fb, k->field_size) == 0;
+    return memcmp(fa, fb, r.key->field_size) == 0;
 }
 
 void config_keep_restart_keys(struct config *next, const struct config *cur, char *changed,
@@ -607,12 +569,14 @@ void config_keep_restart_keys(struct config *next, const struct config *cur, cha
 {
     size_t used = 0;
     changed[0] = '\0';
-    for (size_t i = 0; i < NKEYS; i++) {
-        const struct key *k = &keys[i];
-        if (!needs_restart(k) || same_value(k, next, cur))
+    for (size_t i = 0;; i++) {
+        struct key_ref r = ref_at(next, i);
+        if (r.key == NULL)
+            break;
+        if (r.key->when != CONFIG_RESTART || same_value(r, next, cur))
             continue;
-        memcpy((char *)next + k->offset, (const char *)cur + k->offset, k->field_size);
-        int n = snprintf(changed + used, len - used, "%s%s", used ? " " : "", k->name);
+        memcpy(field_of(next, r), field_of(cur, r), r.key->field_size);
+        int n = snprintf(changed + used, len - used, "%s%s", used ? " " : "", r.key->name);
         if (n > 0 && (size_t)n < len - used)
             used += (size_t)n;
     }

@@ -27,9 +27,82 @@ struct disk_emulation {
     size_t bytes_per_s;
 };
 
-/* The parsed configuration. Read-only while the server runs, except that a
- * reload (SIGHUP) replaces it whole, on the loop thread, between callbacks. */
+/* How a running server takes a new value of a key. */
+enum config_when {
+    CONFIG_RESTART, /* only at startup: a reload keeps the running value */
+    CONFIG_RELOAD,  /* a reload (SIGHUP) applies it to new work */
+    CONFIG_LIVE,    /* a reload, and POST /settings, apply it at once */
+};
+
+/* CONFIG_CHOICE: the words a key takes and what each stores (unsigned). */
+struct config_choice {
+    const char *name;
+    unsigned value;
+};
+
+enum config_type {
+    CONFIG_STRING,
+    CONFIG_UINT,
+    CONFIG_UINT_AUTO,      /* or "auto": CONFIG_AUTO */
+    CONFIG_SIZE,           /* with "|off" in its arg, also "off": 0 */
+    CONFIG_PARTITION,      /* a size, or "whole": CONFIG_WHOLE */
+    CONFIG_PARTITION_AUTO, /* ... or "auto": CONFIG_AUTO_SIZE */
+    CONFIG_BOOL,
+    CONFIG_MS,
+    CONFIG_CHOICE,
+    CONFIG_DISK /* struct disk_emulation: "off" or "LATENCY[,RATE]" */
+};
+
+/* One key: the file spelling (the flag is the same with '-' for '_'), where
+ * its value lives in its table's block, its range, default and help. */
+struct config_key {
+    const char *name;
+    enum config_type type;
+    size_t offset;     /* in the block of its table */
+    size_t field_size; /* sizeof the field: a string's array size */
+    unsigned long long min, max;
+    const char *fallback; /* default, in config-file spelling */
+    const char *arg;      /* placeholder in --help */
+    const char *help;
+    enum config_when when;
+    const struct config_choice *choices; /* CONFIG_CHOICE: ends with {NULL, 0} */
+};
+
+/* A row of a table: FIELD(struct s, f) gives the offset and size of f. */
+#define CONFIG_FIELD(type, f) offsetof(type, f), sizeof(((type *)0)->f)
+
+/* The keys one part of the program owns, and the block they fill: the
+ * core's table fills struct config itself (block_size 0); a module's table
+ * fills a struct of its own, kept inside struct config (config_block). */
+struct config_table {
+    const char *name;
+    const struct config_key *keys;
+    size_t nkeys;
+    size_t block_size;
+};
+
+/* A module's table: its keys (an array) fill a BLOCK_TYPE of its own. */
+#define CONFIG_TABLE(label, key_array, block_type)                                                 \
+    {                                                                                              \
+        .name = (label), .keys = (key_array), .nkeys = sizeof(key_array) / sizeof((key_array)[0]), \
+        .block_size = sizeof(block_type)                                                           \
+    }
+
+#define CONFIG_TABLES_MAX 8
+/* Bytes for all modules' blocks together: struct config stays a value that
+ * a plain assignment copies, whole. */
+#define CONFIG_BLOCKS_SIZE 2048
+/* Keys of every table together (for per-key bookkeeping such as when a
+ * live key last changed). */
+#define CONFIG_KEYS_MAX 64
+
+/* The parsed configuration: the core's keys, and each module's block. Read-only
+ * while the server runs, except that a reload or POST /settings replaces
+ * it whole, on the loop thread, between callbacks. */
 struct config {
+    /* The tables it was made from, core first, NULL-terminated (static). */
+    const struct config_table *const *tables;
+    size_t block_offset[CONFIG_TABLES_MAX]; /* each module table's block in blocks[] */
     char listen[128];
     char root[PATH_MAX];
     unsigned threads;
@@ -37,24 +110,11 @@ struct config {
     size_t partition;     /* or CONFIG_WHOLE, or CONFIG_AUTO_SIZE */
     size_t partition_min; /* auto: pieces while short work waits */
     size_t partition_max; /* auto: pieces while none does */
-    unsigned scheduler;   /* enum sched_mode: fifo, fair */
+    unsigned scheduler;   /* enum sched_mode */
     unsigned bulk_nice;   /* a pool thread's nice value during bulk pieces; 0: off */
     struct disk_emulation emulate_disk;
-    bool admin; /* /settings answers loopback clients */
-    size_t gzip_partition;
-    size_t gzip_max_body;
     char access_log[PATH_MAX];
-    unsigned log_level; /* enum log_level: error, warn, info, debug */
-    /* HTTP semantics of static files */
-    bool listing;            /* HTML index of directories without index.html */
-    bool gzip_files;         /* compress compressible files on the fly */
-    bool gzip_static;        /* send FILE.gz when it exists and gzip is accepted */
-    size_t gzip_min_size;    /* smaller files are sent as they are */
-    char gzip_types[512];    /* media types compressed, space-separated; text/ matches any text */
-    char cache_control[256]; /* Cache-Control of file responses, or "off" */
-    bool file_cache;         /* keep small files' bodies in memory */
-    size_t file_cache_max_file; /* largest file kept */
-    size_t file_cache_size;     /* all bodies kept */
+    unsigned log_level; /* enum log_level */
     /* Limits and timeouts (milliseconds) per connection */
     unsigned max_connections;   /* beyond it new connections get 503 */
     size_t max_url;             /* request-target bytes: 414 beyond */
@@ -67,13 +127,28 @@ struct config {
     unsigned send_timeout;      /* time a client may read none of its response */
     size_t send_buffer;         /* SO_SNDBUF of each connection; 0: the kernel's own */
     size_t max_buffer_memory;   /* the budget of server/pool/budget.h, per worker */
+    _Alignas(max_align_t) unsigned char blocks[CONFIG_BLOCKS_SIZE];
 };
+
+/* The block of CFG that TABLE's keys fill (a module's own struct), or NULL
+ * when CFG was not made with TABLE. */
+const void *config_block(const struct config *cfg, const struct config_table *table);
+
+/* Every key of CFG's tables in order, core first: the Ith (0-based) or
+ * NULL past the last. */
+const struct config_key *config_key_at(const struct config *cfg, size_t i);
+
+/* The key named NAME (config-file spelling), or NULL. */
+const struct config_key *config_find(const struct config *cfg, const char *name);
 
 /* What the command line asked for besides settings. */
 enum config_action { CONFIG_RUN, CONFIG_HELP, CONFIG_VERSION };
 
-/* Fills CFG with every key's default. */
-void config_defaults(struct config *cfg);
+/* Fills CFG with every key's default, from TABLES (core first, then each
+ * module's; NULL-terminated; kept, so static). Aborts if the tables break
+ * their limits (CONFIG_TABLES_MAX, CONFIG_BLOCKS_SIZE, CONFIG_KEYS_MAX): a
+ * bug, not an input. */
+void config_defaults(struct config *cfg, const struct config_table *const *tables);
 
 /* Parses "123", "64k", "16m" (binary units); with ALLOW_WHOLE also "whole".
  * Returns 0, or -EINVAL for anything else, zero included, and -ERANGE on overflow. */
@@ -82,6 +157,11 @@ int config_parse_size(const char *text, bool allow_whole, size_t *out);
 /* Sets KEY (config-file spelling, e.g. "gzip_partition") from TEXT.
  * Returns 0, or -1 with a message (no location) in ERR. */
 int config_set(struct config *cfg, const char *key, const char *text, char err[CONFIG_ERR_MAX]);
+
+/* The same for a running server's live change (POST /settings): a key that
+ * is not CONFIG_LIVE is refused with a message that says how it changes. */
+int config_set_live(struct config *cfg, const char *key, const char *text,
+                    char err[CONFIG_ERR_MAX]);
 
 /* Writes KEY's value in CFG, in config-file spelling, to BUF. Returns 0,
  * or -1 for an unknown key. */
@@ -105,17 +185,16 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
  * (-c FILE, else CONFIG_DEFAULT_FILE when it exists), then the flags over it.
  * Returns 0 with *ACTION set, or -1 with "FILE:LINE: message" or
  * "unclog: message" in ERR. */
-int config_load(struct config *cfg, int argc, char **argv, enum config_action *action,
-                char err[CONFIG_ERR_MAX]);
+int config_load(struct config *cfg, const struct config_table *const *tables, int argc, char **argv,
+                enum config_action *action, char err[CONFIG_ERR_MAX]);
 
-/* For a reload: every key that only a restart can change (listen, root,
- * threads, workers) gets CUR's value back in NEXT; the names of those that
+/* For a reload: every CONFIG_RESTART key gets CUR's value back in NEXT; the names of those that
  * differed go to CHANGED (LEN bytes, space-separated, "" when none). */
 void config_keep_restart_keys(struct config *next, const struct config *cur, char *changed,
                               size_t len);
 
-/* Writes the --help text, generated from the key table, to OUT. */
-void config_usage(FILE *out, const char *argv0);
+/* Writes the --help text, generated from CFG's tables, to OUT. */
+void config_usage(const struct config *cfg, FILE *out, const char *argv0);
 
 /* Formats a size the way a config file would spell it ("64k", "whole"). */
 void config_format_size(size_t size, char *buf, size_t len);

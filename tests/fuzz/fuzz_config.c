@@ -12,6 +12,11 @@
 #include <unistd.h>
 
 #include "server/base/config.h"
+#include "handlers/handlers.h"
+#include "server/server.h"
+
+/* Every key: the core's and each module's (filled by main or the init). */
+static const struct config_table *tables[CONFIG_TABLES_MAX + 1];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -33,6 +38,7 @@ static void remove_file(void)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+    server_config_tables(handler_modules, tables);
     file_fd = mkstemp(file);
     if (file_fd < 0)
         abort();
@@ -61,7 +67,7 @@ static void fuzz_cli(char *text, size_t len)
     struct config cfg;
     char err[CONFIG_ERR_MAX];
     enum config_action action;
-    config_defaults(&cfg);
+    config_defaults(&cfg, tables);
     (void)config_cli_file(argc, argv);
     (void)config_apply_cli(&cfg, argc, argv, &action, err);
 }
@@ -75,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *text = malloc(size);
     memcpy(text, data + 2, size - 2);
     text[size - 2] = '\0';
-    config_defaults(&cfg);
+    config_defaults(&cfg, tables);
     switch (data[0] % 4) {
     case 0:
         fuzz_size(text);

@@ -26,6 +26,11 @@
 #include "server/base/config.h"
 #include "server/http/conn.h"
 #include "server/server.h"
+#include "handlers/handlers.h"
+#include "server/server.h"
+
+/* Every key: the core's and each module's (filled by main or the init). */
+static const struct config_table *tables[CONFIG_TABLES_MAX + 1];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -112,11 +117,12 @@ static void make_root(char *dir)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+    server_config_tables(handler_modules, tables);
     char err[CONFIG_ERR_MAX];
     setenv("UV_THREADPOOL_SIZE", "2", 1);
     signal(SIGPIPE, SIG_IGN);
     make_root(root);
-    config_defaults(&cfg);
+    config_defaults(&cfg, tables);
     /* Small limits and partitions, so that short inputs reach every branch;
      * short timeouts only as a backstop (the EOF ends every input). */
     static const char *const settings[][2] = {

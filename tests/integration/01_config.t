@@ -2,9 +2,10 @@
 # Configuration: --help/--version, the config file (keys, comments, size
 # suffixes, `whole`), flags overriding the file, the positional DIR, and the
 # fatal `FILE:LINE: message` errors with exit status 2.
+import os
 import re
 
-from harness import Server, is_, like, ok, run, run_bin, run_with_conf
+from harness import REPO, Server, is_, like, ok, run, run_bin, run_with_conf
 
 
 def test_help_version():
@@ -115,8 +116,24 @@ def test_errors():
        "status %r stderr %s" % (status, err))
 
 
+def test_conf_covers_every_key():
+    """conf/unclog.conf, the documented default, sets every key --help lists
+    (the one key table), each to the default --help gives."""
+    status, out, err = run_bin(["--help"])
+    keys = re.findall(r"^\s+--([a-z-]+) \S+\s.*\(default (.*?)(?:;.*)?\)$", out, re.M)
+    ok(len(keys) > 30, "--help lists %d keys with their defaults" % len(keys))
+    with open(os.path.join(REPO, "conf", "unclog.conf")) as f:
+        conf = dict(re.findall(r"^([a-z_]+) = (.*?)\s*$", f.read(), re.M))
+    for flag, default in keys:
+        key = flag.replace("-", "_")
+        is_(conf.get(key), default, "conf/unclog.conf sets %s to its default" % key)
+    status, out, err = run_bin(["-c", os.path.join(REPO, "conf", "unclog.conf"), "--help"])
+    is_(status, 0, "conf/unclog.conf loads")
+
+
 def main():
     test_help_version()
+    test_conf_covers_every_key()
     test_config_file()
     test_positional_dir()
     test_errors()

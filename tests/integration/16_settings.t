@@ -4,11 +4,12 @@
 # change reaches responses in flight at their next piece; emulate_disk
 # makes every file read take at least its latency. Counters, not timings.
 import json
+import re
 import socket
 import subprocess
 
-from harness import (KiB, MiB, Conn, Server, is_, like, ok, poll, random_bytes, run, run_with_conf,
-                     skip_test)
+from harness import (BIN, KiB, MiB, Conn, Server, is_, like, ok, poll, random_bytes, run,
+                     run_with_conf, skip_test)
 
 BIG = random_bytes(16 * MiB, 21)
 
@@ -61,7 +62,21 @@ def changes():
         like(err, r"scheduler: 'nope' is not one of fifo\|fair", "the config file says the same")
         is_(text.strip(), "scheduler: 'nope' is not one of fifo|fair", "with the same message")
         is_(settings(srv)[1]["partition"], "64k", "all or nothing: partition=4k was not applied")
-        is_(settings(srv, "threads=2")[0], 400, "a key that is not live: 400")
+        is_(settings(srv, "threads=2"), (400, "threads: not live: it changes with a restart\n"),
+            "a restart key: 400, saying so")
+        is_(settings(srv, "max_body=1m"),
+            (400, "max_body: not live: it changes with a reload (SIGHUP)\n"),
+            "a reload key: 400, saying so")
+        # The one key table: every key --help calls live is in /settings and
+        # takes a live change; no other key is there.
+        out = subprocess.run([BIN, "--help"], capture_output=True, text=True).stdout
+        live = sorted(re.findall(r"^\s+--([a-z-]+) .*; live: POST /settings\)$", out, re.M))
+        live = [k.replace("-", "_") for k in live]
+        status, s = settings(srv)
+        is_(sorted(k for k in s if k not in ("admin", "changed_ms")), live,
+            "/settings shows exactly the %d keys --help calls live" % len(live))
+        form = "&".join("%s=%s" % (k, s[k]) for k in live)
+        is_(settings(srv, form)[0], 200, "each takes its own value as a live change")
         is_(settings(srv, "bogus=1")[1].strip(), "unknown key 'bogus'", "an unknown key: 400")
         is_(settings(srv, "emulate_disk=" + "%38ms")[1]["emulate_disk"], "8ms",
             "values are form-decoded")

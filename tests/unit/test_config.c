@@ -5,9 +5,23 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "handlers/handlers.h"
+#include "server/server.h"
 #include "tests/tap.h"
 
 #define LOG_INFO_INDEX 2
+
+/* KEY's value in CFG as a config file spells it (a module's key too). */
+static const char *value_of(const struct config *cfg, const char *key)
+{
+    static char buf[CONFIG_ERR_MAX];
+    if (config_get(cfg, key, buf, sizeof buf) != 0)
+        snprintf(buf, sizeof buf, "(no key %s)", key);
+    return buf;
+}
+
+/* Every key: the core's and each module's (filled by main or the init). */
+static const struct config_table *tables[CONFIG_TABLES_MAX + 1];
 
 static void test_sizes(void)
 {
@@ -61,7 +75,7 @@ static void test_defaults_and_set(void)
 {
     struct config cfg;
     char err[CONFIG_ERR_MAX];
-    config_defaults(&cfg);
+    config_defaults(&cfg, tables);
     is_str(cfg.listen, "127.0.0.1:8080", "default listen");
     is_int(cfg.threads, 4, "default threads");
     ok(cfg.partition == CONFIG_AUTO_SIZE, "default partition: auto");
@@ -76,7 +90,7 @@ static void test_defaults_and_set(void)
     is_int(config_set(&cfg, "send_buffer", "1k", err), -1, "send_buffer below 4k refused");
     is_int(config_set(&cfg, "max_body", "off", err), -1, "off only where a key offers it");
     is_int(cfg.scheduler, 0, "  is the first choice");
-    is_int(cfg.gzip_max_body, 16 << 20, "default gzip_max_body");
+    is_str(value_of(&cfg, "gzip_max_body"), "16m", "default gzip_max_body");
 
     is_int(config_set(&cfg, "partition", "whole", err), 0, "partition = whole");
     ok(cfg.partition == CONFIG_WHOLE, "  is whole");
@@ -107,12 +121,12 @@ static void test_files(void)
 {
     struct config cfg;
     char err[CONFIG_ERR_MAX];
-    config_defaults(&cfg);
+    config_defaults(&cfg, tables);
     const char *path = write_file("# comment\n\n  partition = 4k  # trailing\n"
                                   "gzip_partition=whole\nroot = /srv/www\n");
     is_int(config_load_file(&cfg, path, err), 0, "a good file loads");
     is_int(cfg.partition, 4096, "  partition 4k");
-    ok(cfg.gzip_partition == CONFIG_WHOLE, "  gzip_partition whole");
+    is_str(value_of(&cfg, "gzip_partition"), "whole", "  gzip_partition whole");
     is_str(cfg.root, "/srv/www", "  root");
     unlink(path);
 
@@ -124,7 +138,7 @@ static void test_files(void)
         {"partition\n", 1}, {"partition = 4k\n = 5\n", 2}, {"partition = 12q\n", 1},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        config_defaults(&cfg);
+        config_defaults(&cfg, tables);
         path = write_file(bad[i].text);
         char want[64], desc[96];
         snprintf(want, sizeof want, "%s:%d: ", path, bad[i].line);
@@ -140,7 +154,7 @@ static void test_cli(void)
     struct config cfg;
     char err[CONFIG_ERR_MAX];
     enum config_action action;
-    config_defaults(&cfg);
+    config_defaults(&cfg, tables);
     char *argv[] = {"unclog",           "-c",    "x.conf",  "--partition", "8k", "--threads=2",
                     "--gzip-partition", "whole", "somedir", NULL};
     int argc = 9;
@@ -148,7 +162,7 @@ static void test_cli(void)
     is_int(config_apply_cli(&cfg, argc, argv, &action, err), 0, "flags apply");
     is_int(cfg.partition, 8192, "  --partition 8k");
     is_int(cfg.threads, 2, "  --threads=2");
-    ok(cfg.gzip_partition == CONFIG_WHOLE, "  --gzip-partition whole");
+    is_str(value_of(&cfg, "gzip_partition"), "whole", "  --gzip-partition whole");
     is_str(cfg.root, "somedir", "  positional DIR is the root");
 
     char *bad1[] = {"unclog", "--partition", "12q", NULL};
@@ -166,7 +180,7 @@ static void test_workers_and_reload(void)
 {
     struct config cur, next;
     char err[CONFIG_ERR_MAX], kept[128];
-    config_defaults(&cur);
+    config_defaults(&cur, tables);
     is_int(cur.workers, 1, "workers defaults to 1");
     is_int(config_set(&cur, "workers", "auto", err), 0, "workers auto");
     is_int(cur.workers, CONFIG_AUTO, "  is CONFIG_AUTO");
@@ -196,12 +210,77 @@ static void test_workers_and_reload(void)
     is_str(kept, "", "nothing named when nothing changed");
 }
 
+/* Every key of every table: its value round-trips through its spelling;
+ * a live key is accepted as a live change and a reload or restart key is
+ * refused with what changes it; choice names map to their values and back;
+ * a reload keeps exactly the restart keys. */
+static void test_table(void)
+{
+    struct config cfg, next;
+    char err[CONFIG_ERR_MAX], again[CONFIG_ERR_MAX], kept[512], want_kept[512] = "";
+    const struct config_key *k;
+    size_t live = 0, restart = 0, n;
+    config_defaults(&cfg, tables);
+    for (n = 0; (k = config_key_at(&cfg, n)) != NULL; n++) {
+        char value[CONFIG_ERR_MAX], desc[160];
+        ok(config_find(&cfg, k->name) == k, k->name);
+        is_int(config_get(&cfg, k->name, value, sizeof value), 0, "  has a value");
+        next = cfg;
+        is_int(config_set(&next, k->name, value, err), 0, "  its spelling sets it again");
+        config_get(&next, k->name, again, sizeof again);
+        is_str(again, value, "  to the same value");
+        next = cfg;
+        int rc = config_set_live(&next, k->name, value, err);
+        if (k->when == CONFIG_LIVE) {
+            live++;
+            is_int(rc, 0, "  live: accepted as a live change");
+        } else {
+            snprintf(desc, sizeof desc, "  %s: refused as a live change, saying so",
+                     k->when == CONFIG_RESTART ? "restart" : "reload");
+            ok(rc == -1 && strstr(err, k->when == CONFIG_RESTART ? "restart" : "reload (SIGHUP)") &&
+                   strstr(err, k->name) == err,
+               desc);
+        }
+        for (const struct config_choice *ch = k->choices; ch != NULL && ch->name != NULL; ch++) {
+            next = cfg;
+            snprintf(desc, sizeof desc, "  choice %s round-trips", ch->name);
+            ok(config_set(&next, k->name, ch->name, err) == 0 &&
+                   *(const unsigned *)field_of(&next, find_ref(&next, k->name, strlen(k->name))) ==
+                       ch->value &&
+                   strcmp(value_of(&next, k->name), ch->name) == 0,
+               desc);
+        }
+        if (k->when == CONFIG_RESTART) {
+            restart++;
+            snprintf(want_kept + strlen(want_kept), sizeof want_kept - strlen(want_kept), "%s%s",
+                     want_kept[0] ? " " : "", k->name);
+        }
+    }
+    ok(n > 30 && live >= 7 && restart == 4, "the table has every key, 7 live and 4 restart ones");
+    is_int(config_key_at(&cfg, n), 0, "nothing past the last key");
+    ok(config_find(&cfg, "gzip_types") != NULL && config_find(&cfg, "admin") != NULL,
+       "modules' keys are found with the core's");
+    is_int(config_set_live(&cfg, "no_such_key", "1", err), -1, "an unknown key is refused live");
+    /* A reload that changes every key keeps the restart ones, and names them. */
+    next = cfg;
+    config_set(&next, "listen", "127.0.0.1:9", err);
+    config_set(&next, "root", "/elsewhere", err);
+    config_set(&next, "threads", "9", err);
+    config_set(&next, "workers", "7", err);
+    config_set(&next, "gzip_types", "text/plain", err);
+    config_keep_restart_keys(&next, &cfg, kept, sizeof kept);
+    is_str(kept, want_kept, "a reload keeps exactly the restart keys");
+    is_str(value_of(&next, "gzip_types"), "text/plain", "  and takes a module's key");
+}
+
 int main(void)
 {
+    server_config_tables(handler_modules, tables);
     test_sizes();
     test_defaults_and_set();
     test_files();
     test_cli();
     test_workers_and_reload();
+    test_table();
     return tap_done();
 }

@@ -2,12 +2,17 @@
 #include <stdio.h>
 
 #include "server/base/config.h"
+#include "handlers/handlers.h"
+#include "server/server.h"
 #include "tests/tap.h"
+
+/* Every key: the core's and each module's (filled by main or the init). */
+static const struct config_table *tables[CONFIG_TABLES_MAX + 1];
 
 static void test_defaults(void)
 {
     struct config cfg;
-    config_defaults(&cfg);
+    config_defaults(&cfg, tables);
     is_int(cfg.max_connections, 4096, "max_connections defaults to 4096");
     is_int(cfg.max_url, 8192, "max_url defaults to 8k");
     is_int(cfg.max_header_size, 16384, "max_header_size defaults to 16k");
@@ -48,7 +53,7 @@ static void test_times(void)
         struct config cfg;
         char err[CONFIG_ERR_MAX] = "";
         char desc[96];
-        config_defaults(&cfg);
+        config_defaults(&cfg, tables);
         int rc = config_set(&cfg, "send_timeout", cases[i].text, err);
         snprintf(desc, sizeof desc, "send_timeout = '%s' %s", cases[i].text,
                  cases[i].rc ? "refused" : "accepted");
@@ -64,7 +69,7 @@ static void test_ranges(void)
 {
     struct config cfg;
     char err[CONFIG_ERR_MAX];
-    config_defaults(&cfg);
+    config_defaults(&cfg, tables);
     is_int(config_set(&cfg, "max_url", "255", err), -1, "max_url below 256 refused");
     is_int(config_set(&cfg, "max_url", "2m", err), -1, "max_url above 1m refused");
     is_int(config_set(&cfg, "max_url", "1k", err), 0, "max_url = 1k");
@@ -83,6 +88,7 @@ static void test_ranges(void)
 
 int main(void)
 {
+    server_config_tables(handler_modules, tables);
     test_defaults();
     test_times();
     test_ranges();

@@ -1,0 +1,14 @@
+/* The handler modules, in the order their routes are matched: the static
+ * files' fallback route comes last. main() hands this list to the core; the
+ * tests that need every configuration key read it too. */
+#include "handlers/handlers.h"
+
+#include "handlers/gzip.h"
+#include "handlers/observe/metrics.h"
+#include "handlers/observe/settings.h"
+#include "handlers/observe/stats.h"
+#include "handlers/static/static.h"
+
+const struct module *const handler_modules[] = {
+    &gzip_module, &stats_module, &settings_module, &metrics_module, &static_module, NULL,
+};

@@ -1,0 +1,110 @@
+/* The core's configuration keys: one table, grouped by the room that reads
+ * them. Handler modules declare their own keys beside their code
+ * (struct module's config). Each key says how a running server takes a new
+ * value: at a restart only, at a reload, or live (POST /settings too). */
+#include <stdlib.h>
+
+#include "server/base/config.h"
+#include "server/base/log.h"
+#include "server/base/util.h"
+#include "server/pool/sched.h"
+#include "server/server.h"
+
+static const struct config_choice sched_modes[] = {
+    {"fifo", SCHED_MODE_FIFO},
+    {"fair", SCHED_MODE_FAIR},
+    {NULL, 0},
+};
+
+static const struct config_choice log_levels[] = {
+    {"error", LOG_ERROR}, {"warn", LOG_WARN}, {"info", LOG_INFO}, {"debug", LOG_DEBUG}, {NULL, 0},
+};
+
+static const struct config_key core_keys[] = {
+    {"listen", CONFIG_STRING, CONFIG_FIELD(struct config, listen), 0, 0, "127.0.0.1:8080",
+     "ADDR:PORT", "address to listen on; port 0 picks a free one", CONFIG_RESTART, NULL},
+    {"root", CONFIG_STRING, CONFIG_FIELD(struct config, root), 0, 0, "static", "DIR",
+     "directory served", CONFIG_RESTART, NULL},
+    {"threads", CONFIG_UINT, CONFIG_FIELD(struct config, threads), 1, 1024, "4", "N",
+     "libuv threadpool size per worker", CONFIG_RESTART, NULL},
+    {"workers", CONFIG_UINT_AUTO, CONFIG_FIELD(struct config, workers), 1, 1024, "1", "N|auto",
+     "server processes sharing the port; auto: one per online CPU", CONFIG_RESTART, NULL},
+    {"partition", CONFIG_PARTITION_AUTO, CONFIG_FIELD(struct config, partition), 1, GIB, "auto",
+     "SIZE|whole|auto",
+     "bytes per threadpool read of a file; auto: partition_max while no short work waits, "
+     "partition_min when some does",
+     CONFIG_LIVE, NULL},
+    {"partition_min", CONFIG_SIZE, CONFIG_FIELD(struct config, partition_min), 1, GIB, "64k",
+     "SIZE", "piece size of partition = auto while short work waits", CONFIG_RELOAD, NULL},
+    {"partition_max", CONFIG_SIZE, CONFIG_FIELD(struct config, partition_max), 1, GIB, "1m", "SIZE",
+     "piece size of partition = auto while no short work waits", CONFIG_RELOAD, NULL},
+    {"bulk_nice", CONFIG_UINT, CONFIG_FIELD(struct config, bulk_nice), 0, 19, "0", "N",
+     "nice value, 0 to 19, of a pool thread while it runs a bulk piece; 0: off. Needs root or "
+     "LimitNICE=20, to set threads back for short work",
+     CONFIG_RELOAD, NULL},
+    {"scheduler", CONFIG_CHOICE, CONFIG_FIELD(struct config, scheduler), 0, 0, "fair", "fifo|fair",
+     "order of threadpool jobs: fifo (arrival) or fair (short work first, bulk shared)",
+     CONFIG_LIVE, sched_modes},
+    {"emulate_disk", CONFIG_DISK, CONFIG_FIELD(struct config, emulate_disk), 0, 60000, "off",
+     "LATENCY[,RATE]|off",
+     "every pool read of a file takes at least LATENCY plus its bytes at RATE per second, "
+     "e.g. 8ms,120m: what a slow disk does to the pool, on a warm page cache",
+     CONFIG_LIVE, NULL},
+    {"access_log", CONFIG_STRING, CONFIG_FIELD(struct config, access_log), 0, 0, "-", "PATH|-|off",
+     "Common Log Format access log", CONFIG_RELOAD, NULL},
+    {"log_level", CONFIG_CHOICE, CONFIG_FIELD(struct config, log_level), 0, 0, "info",
+     "error|warn|info|debug",
+     "most verbose lines on stderr (debug: every refused request and timeout)", CONFIG_RELOAD,
+     log_levels},
+    /* Limits and timeouts: what one client may cost. */
+    {"max_connections", CONFIG_UINT, CONFIG_FIELD(struct config, max_connections), 1, 1000000,
+     "4096", "N", "connections served at once; more are answered 503 and closed", CONFIG_RELOAD,
+     NULL},
+    {"max_url", CONFIG_SIZE, CONFIG_FIELD(struct config, max_url), 256, 1ULL << 20, "8k", "SIZE",
+     "longest request-target (414 beyond)", CONFIG_RELOAD, NULL},
+    {"max_header_size", CONFIG_SIZE, CONFIG_FIELD(struct config, max_header_size), 1024, 1ULL << 20,
+     "16k", "SIZE", "largest request header block (431 beyond)", CONFIG_RELOAD, NULL},
+    {"max_headers", CONFIG_UINT, CONFIG_FIELD(struct config, max_headers), 1, 10000, "100", "N",
+     "most header lines in a request (431 beyond)", CONFIG_RELOAD, NULL},
+    {"max_body", CONFIG_SIZE, CONFIG_FIELD(struct config, max_body), 1, GIB, "16m", "SIZE",
+     "largest request body on any route (413, before reading it)", CONFIG_RELOAD, NULL},
+    {"header_timeout", CONFIG_MS, CONFIG_FIELD(struct config, header_timeout), 1, 3600000, "10s",
+     "TIME", "time to send a request head, from its first byte (408 beyond)", CONFIG_RELOAD, NULL},
+    {"body_timeout", CONFIG_MS, CONFIG_FIELD(struct config, body_timeout), 1, 3600000, "10s",
+     "TIME", "longest silence while a request body is read (408 beyond)", CONFIG_RELOAD, NULL},
+    {"keepalive_timeout", CONFIG_MS, CONFIG_FIELD(struct config, keepalive_timeout), 1, 3600000,
+     "5s", "TIME", "idle time allowed between requests on a connection", CONFIG_RELOAD, NULL},
+    {"send_buffer", CONFIG_SIZE, CONFIG_FIELD(struct config, send_buffer), 4096, 64 * MIB, "256k",
+     "SIZE|off",
+     "socket send buffer per connection (SO_SNDBUF): bounds the bytes one write hands the "
+     "kernel, so one big piece cannot hold the loop",
+     CONFIG_RELOAD, NULL},
+    {"max_buffer_memory", CONFIG_SIZE, CONFIG_FIELD(struct config, max_buffer_memory), 1,
+     1ULL << 40, "256m", "SIZE",
+     "request and response buffers held at once per worker: beyond it work waits its turn",
+     CONFIG_RELOAD, NULL},
+    {"send_timeout", CONFIG_MS, CONFIG_FIELD(struct config, send_timeout), 1, 3600000, "30s",
+     "TIME", "longest time a client may take no bytes of its response", CONFIG_RELOAD, NULL},
+};
+
+const struct config_table server_config_table = {
+    .name = "core",
+    .keys = core_keys,
+    .nkeys = sizeof core_keys / sizeof core_keys[0],
+    .block_size = 0, /* its fields are struct config's own */
+};
+
+void server_config_tables(const struct module *const *modules,
+                          const struct config_table *tables[CONFIG_TABLES_MAX + 1])
+{
+    size_t n = 0;
+    tables[n++] = &server_config_table;
+    for (size_t i = 0; modules[i] != NULL; i++) {
+        if (modules[i]->config == NULL)
+            continue;
+        if (n == CONFIG_TABLES_MAX)
+            abort(); /* more tables than struct config has room for: a bug */
+        tables[n++] = modules[i]->config;
+    }
+    tables[n] = NULL;
+}
