@@ -15,9 +15,10 @@
  * it is read; a chunked one that grows past it is cut with a reset. */
 extern const struct module gzip_module;
 
-/* A source that gzips SIZE bytes of FD, reading and deflating PARTITION
- * bytes per threadpool job (CONFIG_WHOLE: one job), and closes FD after the
- * last read. Takes FD. Returns NULL when out of memory (FD is then closed). */
-struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition);
+/* A source that gzips SIZE bytes of FD, one piece of the file per
+ * threadpool job (read and deflated; the pump cuts the pieces as for any
+ * file read), and closes FD after the last read. Takes FD. Returns NULL when
+ * out of memory (FD is then closed). */
+struct pump_source *gzip_file_source(int fd, uint64_t size);
 
 #endif
