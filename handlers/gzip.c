@@ -25,8 +25,9 @@ static size_t deflate_memory(int window_bits, int mem_level)
     return ((size_t)1 << (window_bits + 2)) + ((size_t)1 << (mem_level + 9)) + 8 * KIB;
 }
 
-/* Deflates its input in slices on the pool, one slice per job: a request
- * body as it arrives, or a file read a slice at a time. Owns the input
+/* Deflates its input on the pool, one piece of input per job: a request
+ * body as it arrives, in slices of gzip_partition (base.slice), or a file,
+ * in the pieces the pump cuts it in (as for any file read). Owns the input
  * buffer, the file and the z_stream, which the first job sets up (so that
  * a response waiting for the budget holds none of it). */
 struct deflate_source {
@@ -35,8 +36,7 @@ struct deflate_source {
     bool z_ready;
     int window_bits, mem_level;
     char *in;      /* the input: allocated once the budget has it */
-    size_t in_cap; /* its size: one slice */
-    size_t slice;  /* input bytes per job */
+    size_t in_cap; /* its size: the largest piece */
     bool last_slice;
     /* a request body: what has arrived and what zlib has been given of it */
     struct conn *conn; /* NULL for a file */
@@ -49,13 +49,13 @@ struct deflate_source {
     uint64_t file_left, file_offset;
 };
 
-/* Worker thread: puts the next slice of input in front of zlib: the next
- * part of the body, or the next read of the file. Returns 0 or -errno. */
-static int next_slice(struct deflate_source *d)
+/* Worker thread: puts the next PIECE bytes of input in front of zlib: the
+ * next part of the body, or the next read of the file. Returns 0 or -errno. */
+static int next_slice(struct deflate_source *d, size_t piece)
 {
     z_stream *z = &d->z;
     if (d->conn != NULL) {
-        size_t take = d->in_len - d->in_pos < d->slice ? d->in_len - d->in_pos : d->slice;
+        size_t take = d->in_len - d->in_pos < piece ? d->in_len - d->in_pos : piece;
         /* An empty body has no bytes, and NULL + 0 is undefined behaviour. */
         z->next_in = take ? (Bytef *)d->in + d->in_pos : Z_NULL;
         z->avail_in = (uInt)take;
@@ -63,7 +63,7 @@ static int next_slice(struct deflate_source *d)
         d->last_slice = d->body_done && d->in_pos == d->in_len;
         return 0;
     }
-    size_t got = d->file_left < d->slice ? (size_t)d->file_left : d->slice;
+    size_t got = d->file_left < piece ? (size_t)d->file_left : piece;
     int rc = pump_pread_all(d->fd, d->in, got, d->file_offset);
     if (rc < 0)
         return rc;
@@ -79,7 +79,8 @@ static int next_slice(struct deflate_source *d)
     return 0;
 }
 
-static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
+static int deflate_fill(struct pump_source *src, size_t piece, char *buf, size_t cap, size_t *len,
+                        bool *eof)
 {
     struct deflate_source *d = container_of(src, struct deflate_source, base);
     z_stream *z = &d->z;
@@ -93,7 +94,7 @@ static int deflate_fill(struct pump_source *src, char *buf, size_t cap, size_t *
         d->z_ready = true;
     }
     if (z->avail_in == 0 && !d->last_slice) {
-        int rc = next_slice(d);
+        int rc = next_slice(d, piece);
         if (rc < 0)
             return rc;
     }
@@ -135,8 +136,8 @@ static bool deflate_ready(struct pump_source *src)
     /* A live change of gzip_partition reaches the body's next slice, up to
      * the size of its buffer. */
     size_t now = gzip_config_of(d->conn)->gzip_partition;
-    d->slice = d->base.input_piece = now < d->in_cap ? now : d->in_cap;
-    if (d->z.avail_in > 0 || d->body_done || d->in_len - d->in_pos >= d->slice)
+    d->base.slice = now < d->in_cap ? now : d->in_cap;
+    if (d->z.avail_in > 0 || d->body_done || d->in_len - d->in_pos >= d->base.slice)
         return true;
     memmove(d->in, d->in + d->in_pos, d->in_len - d->in_pos);
     d->in_len -= d->in_pos;
@@ -156,31 +157,33 @@ static void deflate_release(struct pump_source *src)
     free(d);
 }
 
+/* Loop thread, as the response starts: an input buffer for pieces of up to
+ * PIECE_MAX bytes, and output slots that hold what one piece makes. */
+static size_t deflate_size(struct pump_source *src, size_t piece_max)
+{
+    struct deflate_source *d = container_of(src, struct deflate_source, base);
+    d->in_cap = piece_max;
+    src->held = d->in_cap + deflate_memory(d->window_bits, d->mem_level);
+    /* A stream's bound without the stream: zlib's most conservative. */
+    return deflateBound(Z_NULL, (uLong)piece_max) + 64;
+}
+
 static const struct pump_source_ops deflate_ops = {
-    .fill = deflate_fill, .release = deflate_release, .ready = deflate_ready};
+    .fill = deflate_fill, .release = deflate_release, .ready = deflate_ready, .size = deflate_size};
 
 /* A deflate source with a gzip wrapper for input of LEN bytes (UINT64_MAX:
- * unknown), slices of SLICE input bytes and output slots sized for one
- * slice. Returns NULL when out of memory. */
-static struct deflate_source *deflate_new(size_t slice, uint64_t len)
+ * unknown). Returns NULL when out of memory. */
+static struct deflate_source *deflate_new(uint64_t len)
 {
     struct deflate_source *d = calloc(1, sizeof *d);
     if (d == NULL)
         return NULL;
     d->fd = -1;
-    d->slice = d->in_cap = slice ? slice : 1;
     d->window_bits = WINDOW_BITS_MIN;
     while (d->window_bits < WINDOW_BITS_MAX && ((uint64_t)1 << d->window_bits) < len)
         d->window_bits++;
     d->mem_level = d->window_bits == WINDOW_BITS_MAX ? MEM_LEVEL_MAX : d->window_bits - 7;
-    d->base = (struct pump_source){
-        .ops = &deflate_ops,
-        .cls = GATEWAY_GZIP,
-        /* A stream's bound without the stream: zlib's most conservative. */
-        .buf_size = deflateBound(Z_NULL, (uLong)d->slice) + 64,
-        .held = d->in_cap + deflate_memory(d->window_bits, d->mem_level),
-        .input_piece = d->slice,
-    };
+    d->base = (struct pump_source){.ops = &deflate_ops, .cls = GATEWAY_GZIP};
     return d;
 }
 
@@ -202,12 +205,14 @@ static int gzip_on_request(struct conn *c, const struct request *req)
      * chunked body: room for one byte past the limit, which then gets its
      * 413 before any of the body is deflated. */
     uint64_t len = req->has_length ? req->content_length : UINT64_MAX;
-    size_t slice = req->has_length                       ? pump_piece(cfg->gzip_partition, len)
+    struct pump_partition slices = {.size = cfg->gzip_partition};
+    size_t slice = req->has_length                       ? pump_piece(&slices, false, len)
                    : cfg->gzip_partition == CONFIG_WHOLE ? cfg->gzip_max_body + 1
                                                          : cfg->gzip_partition;
-    struct deflate_source *d = deflate_new(slice, len);
+    struct deflate_source *d = deflate_new(len);
     if (d == NULL)
         return 503;
+    d->base.slice = slice;
     d->conn = c;
     d->chunked = req->chunked;
     d->body_max = cfg->gzip_max_body;
@@ -247,9 +252,9 @@ static void gzip_on_body_end(struct conn *c)
     pump_kick(d->base.pump);
 }
 
-struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition)
+struct pump_source *gzip_file_source(int fd, uint64_t size)
 {
-    struct deflate_source *d = deflate_new(pump_piece(partition, size), size);
+    struct deflate_source *d = deflate_new(size);
     if (d == NULL) {
         close(fd);
         return NULL;

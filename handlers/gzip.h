@@ -21,9 +21,10 @@ struct gzip_config {
     size_t gzip_max_body;  /* largest POST /gzip body: 413 beyond */
 };
 
-/* A source that gzips SIZE bytes of FD, reading and deflating PARTITION
- * bytes per threadpool job (CONFIG_WHOLE: one job), and closes FD after the
- * last read. Takes FD. Returns NULL when out of memory (FD is then closed). */
-struct pump_source *gzip_file_source(int fd, uint64_t size, size_t partition);
+/* A source that gzips SIZE bytes of FD, one piece of the file per
+ * threadpool job (read and deflated; the pump cuts the pieces as for any
+ * file read), and closes FD after the last read. Takes FD. Returns NULL when
+ * out of memory (FD is then closed). */
+struct pump_source *gzip_file_source(int fd, uint64_t size);
 
 #endif

@@ -8,7 +8,8 @@
 void server__apply_to_pumps(struct server *srv)
 {
     const struct config *cfg = srv->cfg;
-    srv->pump_env.files = pump_pieces(cfg->partition, cfg->partition_min, cfg->partition_max);
+    srv->pump_env.partition = (struct pump_partition){
+        .size = cfg->partition, .min = cfg->partition_min, .max = cfg->partition_max};
     srv->pump_env.disk = cfg->emulate_disk;
 }
 

@@ -31,14 +31,17 @@ static int parts_read(struct parts *p, char *buf, size_t want)
     return rc;
 }
 
-static int parts_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
+/* Up to PIECE bytes of the body, part heads included: what it reads is what
+ * it sends. */
+static int parts_fill(struct pump_source *src, size_t piece, char *buf, size_t cap, size_t *len,
+                      bool *eof)
 {
     struct parts *p = container_of(src, struct parts, base);
     size_t n = 0;
-    while (n < cap && p->part <= p->count) {
+    while (n < piece && p->part <= p->count) {
         size_t head_left = p->head_len[p->part] - p->head_done;
         if (head_left > 0) {
-            size_t k = head_left < cap - n ? head_left : cap - n;
+            size_t k = head_left < piece - n ? head_left : piece - n;
             memcpy(buf + n, p->heads[p->part] + p->head_done, k);
             p->head_done += k;
             n += k;
@@ -56,7 +59,7 @@ static int parts_fill(struct pump_source *src, char *buf, size_t cap, size_t *le
                 p->pos = p->ranges[p->part].first;
             continue;
         }
-        size_t k = left < cap - n ? (size_t)left : cap - n;
+        size_t k = left < piece - n ? (size_t)left : piece - n;
         int rc = parts_read(p, buf + n, k);
         if (rc < 0)
             return rc;
@@ -83,7 +86,7 @@ static void parts_release(struct pump_source *src)
 static const struct pump_source_ops parts_ops = {.fill = parts_fill, .release = parts_release};
 
 struct pump_source *byteranges_source(int fd, uint64_t size, const struct range *ranges, int count,
-                                      const char *type, struct pump_pieces pieces, uint64_t *length,
+                                      const char *type, uint64_t *length,
                                       char boundary[BYTERANGES_BOUNDARY_LEN])
 {
     struct parts *p = calloc(1, sizeof *p);
@@ -115,8 +118,8 @@ struct pump_source *byteranges_source(int fd, uint64_t size, const struct range 
     p->fd = fd;
     p->count = count;
     p->pos = ranges[0].first;
-    p->base = (struct pump_source){.ops = &parts_ops, .cls = GATEWAY_READ, .reads_file = true};
-    pump_source_cut(&p->base, pieces, total);
+    p->base = (struct pump_source){
+        .ops = &parts_ops, .cls = GATEWAY_READ, .reads_file = true, .remaining = total};
     *length = total;
     return &p->base;
 }

@@ -323,15 +323,8 @@ static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bo
         conn_head_add(c, "Cache-Control: %s\r\n", cfg->cache_control);
 }
 
-/* How files are cut for the pool now: `partition`, read at each response. */
-static struct pump_pieces file_pieces(const struct config *cfg)
-{
-    return pump_pieces(cfg->partition, cfg->partition_min, cfg->partition_max);
-}
-
 static void send_ranges(struct conn *c, struct file *f, const char *type, struct range *r, int n)
 {
-    struct pump_pieces pieces = file_pieces(conn_server(c)->cfg);
     uint64_t size = (uint64_t)f->st.st_size;
     int fd = f->fd;
     f->fd = -1; /* the source takes it */
@@ -340,7 +333,7 @@ static void send_ranges(struct conn *c, struct file *f, const char *type, struct
                       (unsigned long long)r->first, (unsigned long long)r->last,
                       (unsigned long long)size);
         uint64_t len = r->last - r->first + 1;
-        struct pump_source *src = pump_file_source(fd, r->first, len, pieces);
+        struct pump_source *src = pump_file_source(fd, r->first, len);
         if (src == NULL)
             conn_send_error(c, 500, NULL);
         else
@@ -349,7 +342,7 @@ static void send_ranges(struct conn *c, struct file *f, const char *type, struct
     }
     char boundary[BYTERANGES_BOUNDARY_LEN];
     uint64_t len;
-    struct pump_source *src = byteranges_source(fd, size, r, n, type, pieces, &len, boundary);
+    struct pump_source *src = byteranges_source(fd, size, r, n, type, &len, boundary);
     if (src == NULL) {
         conn_send_error(c, 500, NULL);
         return;
@@ -362,7 +355,6 @@ static void send_ranges(struct conn *c, struct file *f, const char *type, struct
  * the source, so that conn_send_source writes exactly the head GET would). */
 static void send_body(struct conn *c, struct file *f, const struct rep *rep)
 {
-    struct pump_pieces pieces = file_pieces(conn_server(c)->cfg);
     uint64_t size = (uint64_t)rep->st->st_size;
     struct pump_source *src;
     if (f->body != NULL && !rep->gzip_static && !rep->gzip_fly) {
@@ -375,10 +367,10 @@ static void send_body(struct conn *c, struct file *f, const struct rep *rep)
         return;
     }
     if (rep->gzip_fly) {
-        src = gzip_file_source(rep->fd, size, pieces.size);
+        src = gzip_file_source(rep->fd, size);
         f->fd = -1;
     } else {
-        src = pump_file_source(rep->fd, 0, size, pieces);
+        src = pump_file_source(rep->fd, 0, size);
         if (rep->gzip_static)
             f->gz_fd = -1;
         else

@@ -125,7 +125,7 @@ static void fill_work(struct gateway_job *job)
     uint64_t started = uv_hrtime();
     f->len = 0;
     f->eof = false;
-    f->rc = f->src->ops->fill(f->src, f->buf, f->cap, &f->len, &f->eof);
+    f->rc = f->src->ops->fill(f->src, f->piece, f->buf, f->cap, &f->len, &f->eof);
     if (f->src->reads_file)
         pump_emulate_disk(&f->disk, started, f->len);
 }
@@ -175,6 +175,37 @@ static struct pump_slot *free_slot(struct pump *pump)
     return slot;
 }
 
+size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining)
+{
+    size_t piece = partition->size;
+    /* auto: small pieces while short work waits, so that it finds a thread
+     * soon; large ones otherwise, for throughput. */
+    if (piece == CONFIG_AUTO_SIZE) {
+        size_t large = partition->max > partition->min ? partition->max : partition->min;
+        piece = short_waiting ? partition->min : large;
+    }
+    if (piece == CONFIG_WHOLE || piece > remaining)
+        piece = remaining < PUMP_PIECE_MAX ? (size_t)remaining : PUMP_PIECE_MAX;
+    if (piece > PUMP_PIECE_MAX)
+        piece = PUMP_PIECE_MAX;
+    return piece ? piece : 1;
+}
+
+/* The input the next fill takes. A file read follows the partition as it
+ * is now, so a live change reaches responses in flight at their next piece;
+ * never more than their slots hold (a larger piece waits for the next
+ * response). */
+static size_t next_piece(const struct pump *pump)
+{
+    const struct pump_source *src = pump->src;
+    size_t piece = src->slice;
+    if (src->reads_file) {
+        bool short_waiting = gateway_short_waiting(pump->env->gateway);
+        piece = pump_piece(&pump->env->partition, short_waiting, src->remaining);
+    }
+    return piece < pump->piece_max ? piece : pump->piece_max;
+}
+
 /* Starts a fill into a free slot, if there is one, none is in flight and
  * the source has input. */
 static void fill_next(struct pump *pump)
@@ -192,24 +223,11 @@ static void fill_next(struct pump *pump)
     pump->filling = i;
     pump->fill.src = pump->src;
     pump->fill.buf = slot->buf;
-    /* A file read follows the partition as it is now: a live change reaches
-     * responses in flight, up to the size of their slots (a larger piece
-     * waits for the next response). */
-    size_t piece = src->buf_size, small = src->small;
-    if (src->follows_partition) {
-        struct pump_pieces now = pump->env->files;
-        piece = pump_piece(now.size, src->remaining);
-        small = now.small != 0 && now.small < piece ? now.small : 0;
-    }
-    /* partition = auto: small pieces while short work waits, so that it
-     * finds a thread soon; large ones otherwise, for throughput. */
-    if (small != 0 && gateway_short_waiting(pump->env->gateway))
-        piece = small;
-    pump->fill.cap = piece < pump->alloc ? piece : pump->alloc;
+    pump->fill.cap = pump->alloc;
+    pump->fill.piece = next_piece(pump);
     pump->fill.disk = pump->env->disk;
-    /* The job's cost is the input it takes: for a deflate, its slice. */
-    size_t input = src->input_piece ? src->input_piece : pump->fill.cap;
-    uint64_t cost = input < src->remaining ? input : src->remaining;
+    /* The job's cost is the input it takes. */
+    uint64_t cost = pump->fill.piece < src->remaining ? pump->fill.piece : src->remaining;
     struct gateway_cost c = {.bytes = cost, .remaining = src->remaining, .flow = pump->flow};
     int rc = gateway_submit(pump->env->gateway, &pump->fill.job, src->cls, c, fill_work,
                             fill_after_work);
@@ -234,11 +252,11 @@ static void on_granted(struct budget_waiter *w)
 int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
                bool chunked)
 {
-    /* One piece is at most a GiB, so that `whole` of a file over 4 GiB
-     * still fits uv_buf_t's 32-bit length (it then takes a few reads). */
-    if (src->buf_size > GIB)
-        src->buf_size = GIB;
-    pump->alloc = src->buf_size;
+    /* The slots are sized for the largest piece the partition gives now. */
+    size_t piece_max =
+        src->reads_file ? pump_piece(&pump->env->partition, false, src->remaining) : src->slice;
+    pump->piece_max = piece_max ? piece_max : 1;
+    pump->alloc = src->ops->size ? src->ops->size(src, pump->piece_max) : pump->piece_max;
     pump->src = src;
     src->pump = pump;
     pump->head = head;
@@ -246,7 +264,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
     pump->sent = 0;
     pump->chunked = chunked;
     pump->eof = pump->failed = pump->stopping = false;
-    size_t need = src->held + src->buf_size;
+    size_t need = src->held + pump->alloc;
     if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
         pump->waiting = true;
         pump->wait_start = uv_now(pump->stream->loop);
@@ -295,26 +313,6 @@ struct file_source {
     unsigned long long offset, left;
 };
 
-size_t pump_piece(size_t partition, uint64_t len)
-{
-    size_t piece = partition == CONFIG_WHOLE || partition > len ? (size_t)len : partition;
-    return piece ? piece : 1;
-}
-
-struct pump_pieces pump_pieces(size_t partition, size_t min, size_t max)
-{
-    if (partition == CONFIG_AUTO_SIZE)
-        return (struct pump_pieces){.size = max > min ? max : min, .small = min};
-    return (struct pump_pieces){.size = partition, .small = 0};
-}
-
-void pump_source_cut(struct pump_source *src, struct pump_pieces pieces, uint64_t len)
-{
-    src->buf_size = pump_piece(pieces.size, len);
-    src->small = pieces.small == 0 || pieces.small >= src->buf_size ? 0 : pieces.small;
-    src->remaining = len;
-}
-
 int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset)
 {
     size_t got = 0;
@@ -329,10 +327,11 @@ int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset)
     return 0;
 }
 
-static int file_fill(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof)
+static int file_fill(struct pump_source *src, size_t piece, char *buf, size_t cap, size_t *len,
+                     bool *eof)
 {
     struct file_source *fs = container_of(src, struct file_source, base);
-    size_t got = fs->left < cap ? (size_t)fs->left : cap;
+    size_t got = fs->left < piece ? (size_t)fs->left : piece;
     int rc = pump_pread_all(fs->fd, buf, got, fs->offset);
     if (rc < 0)
         return rc;
@@ -358,8 +357,7 @@ static void file_release(struct pump_source *src)
 
 static const struct pump_source_ops file_ops = {.fill = file_fill, .release = file_release};
 
-struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len,
-                                     struct pump_pieces pieces)
+struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len)
 {
     struct file_source *fs = malloc(sizeof *fs);
     if (fs == NULL) {
@@ -367,14 +365,10 @@ struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned
         return NULL;
     }
     *fs = (struct file_source){
-        .base = {.ops = &file_ops,
-                 .cls = GATEWAY_READ,
-                 .reads_file = true,
-                 .follows_partition = true},
+        .base = {.ops = &file_ops, .cls = GATEWAY_READ, .reads_file = true, .remaining = len},
         .fd = fd,
         .offset = offset,
         .left = len,
     };
-    pump_source_cut(&fs->base, pieces, len);
     return &fs->base;
 }

@@ -16,8 +16,15 @@
  *
  * At most one fill is in flight, and a fill starts only when a slot is free,
  * i.e. when its previous contents have been written to the socket. With two
- * slots, a response never holds more than two buffers of source->buf_size
- * bytes, however large the file and however slow the client.
+ * slots, a response never holds more than two buffers of one piece each,
+ * however large the file and however slow the client.
+ *
+ * The pump alone decides how much input each fill takes (its *piece*). For
+ * a source that reads a file (a file range, a multipart byterange set, a
+ * file deflated on the fly) it applies pump_piece to the partition as it is
+ * at that fill; a source that reads no file (a request body) names its own
+ * slice. A response's slots are sized when it starts, for the largest piece
+ * the partition gives then; a later, larger partition is capped at that.
  *
  * The memory comes from the server's budget (server/pool/budget.h): a response
  * starts once its source's own buffers and one slot are reserved, and uses
@@ -27,37 +34,54 @@
 struct pump_source;
 
 struct pump_source_ops {
-    /* Worker thread: write the next piece into BUF (CAP bytes), set *LEN and,
-     * after the last piece, *EOF. Returns 0 or a negative errno. Touches only
-     * the source. */
-    int (*fill)(struct pump_source *src, char *buf, size_t cap, size_t *len, bool *eof);
+    /* Worker thread: takes at most PIECE bytes of input (the pump's choice:
+     * bytes of the file, or of the body slice; never more than the PIECE_MAX
+     * given to size) and writes what they make into BUF (CAP bytes); sets
+     * *LEN and, after the last piece, *EOF. Returns 0 or a negative errno.
+     * Touches only the source. */
+    int (*fill)(struct pump_source *src, size_t piece, char *buf, size_t cap, size_t *len,
+                bool *eof);
     /* Loop thread: release everything the source owns, itself included. */
     void (*release)(struct pump_source *src);
     /* Optional, loop thread: whether a fill would have input now. A source
      * fed from elsewhere (a request body) says no until it has some, and
      * then calls pump_kick. */
     bool (*ready)(struct pump_source *src);
+    /* Optional, loop thread, once as the response starts: pieces will be at
+     * most PIECE_MAX input bytes. Sets `held` for that and returns the bytes
+     * a slot needs. Without it a slot holds PIECE_MAX: what the source reads
+     * is what it sends. */
+    size_t (*size)(struct pump_source *src, size_t piece_max);
 };
 
+/* What a source tells the pump. */
 struct pump_source {
     const struct pump_source_ops *ops;
     enum gateway_class cls; /* the job class its fills are counted under */
-    size_t buf_size;        /* bytes per slot: the largest piece */
-    size_t small;           /* not 0: the piece while short work waits (partition = auto) */
-    uint64_t remaining;     /* bytes still to produce; fill keeps it current */
+    bool reads_file;        /* its fills read a file: cut by pump_piece, emulate_disk applies */
+    size_t slice;           /* a source that reads no file: the input a fill takes, its own */
+    uint64_t remaining;     /* bytes still to take in (read or deflate); fill keeps it current */
     size_t held;            /* bytes the source itself holds (input, zlib): budgeted */
-    size_t input_piece;     /* input a fill takes, if not the piece it makes (deflate) */
-    bool reads_file;        /* its fills read a file: emulate_disk applies */
-    bool follows_partition; /* cut by the live partition at each fill (file reads) */
     struct pump *pump;      /* the pump running it, for pump_kick */
 };
 
-/* How a source cuts its input: pieces of SIZE bytes (CONFIG_WHOLE: one),
- * or, when SMALL is not 0, of SMALL bytes whenever short work waits for the
- * pool (partition = auto). */
-struct pump_pieces {
-    size_t size, small;
+/* The partition file reads are cut by: a size in bytes, CONFIG_WHOLE, or
+ * CONFIG_AUTO_SIZE, whose pieces are MIN while short work waits for the
+ * pool and MAX otherwise. */
+struct pump_partition {
+    size_t size, min, max;
 };
+
+/* The largest piece of a file: `whole` of a file over 4 GiB still fits
+ * uv_buf_t's 32-bit length (it then takes a few reads). */
+#define PUMP_PIECE_MAX ((size_t)1 << 30)
+
+/* The piece rule: the bytes of a file the next fill reads, when REMAINING
+ * are left, cut by PARTITION, SHORT_WAITING telling whether short work
+ * waits for the pool. A size: that size; whole: all that is left; auto: min
+ * while short work waits, else max (or min, if larger). Never more than
+ * REMAINING or PUMP_PIECE_MAX, and at least 1. Pure. */
+size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining);
 
 /* What every pump of a server shares: where fills and memory come from, and
  * the settings a live change makes reach responses in flight, read as each
@@ -65,9 +89,9 @@ struct pump_pieces {
 struct pump_env {
     struct gateway *gateway;
     struct budget *budget;
-    struct pump_pieces files;   /* how file reads are cut now (partition) */
-    struct disk_emulation disk; /* emulate_disk now */
-    uint64_t *bytes_sent;       /* the server's count, added to as each piece is written */
+    struct pump_partition partition; /* how file reads are cut now */
+    struct disk_emulation disk;      /* emulate_disk now */
+    uint64_t *bytes_sent;            /* the server's count, added to as each piece is written */
 };
 
 struct pump;
@@ -89,6 +113,7 @@ struct pump_slot {
 struct pump_fill {
     struct gateway_job job;
     struct pump_source *src;
+    size_t piece; /* input bytes it takes */
     char *buf;
     size_t cap;
     struct disk_emulation disk; /* for a file read: how slow to make it */
@@ -111,6 +136,7 @@ struct pump {
     struct pump_fill fill;
     struct pump_slot slots[2];
     size_t alloc;     /* size of each slot's buffer in this response */
+    size_t piece_max; /* the largest piece those slots hold */
     int filling;      /* slot being filled, or -1 */
     const char *head; /* response head, sent with the first piece */
     size_t head_len;
@@ -146,17 +172,6 @@ void pump_stop(struct pump *pump);
  * The pump must not be busy. */
 void pump_free(struct pump *pump);
 
-/* Bytes per threadpool job for LEN bytes of input at PARTITION
- * (CONFIG_WHOLE: all of it in one job); at least 1. */
-size_t pump_piece(size_t partition, uint64_t len);
-
-/* The pieces of a file at PARTITION (a size, CONFIG_WHOLE, or
- * CONFIG_AUTO_SIZE: between MIN and MAX). */
-struct pump_pieces pump_pieces(size_t partition, size_t min, size_t max);
-
-/* Sets SRC's piece sizes for LEN bytes of input cut as PIECES. */
-void pump_source_cut(struct pump_source *src, struct pump_pieces pieces, uint64_t len);
-
 /* Worker thread: makes a file read that started at STARTED_NS (uv_hrtime)
  * and got BYTES last at least as long as DISK says, by sleeping the rest. */
 void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes);
@@ -166,10 +181,9 @@ void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, s
  * ends first (it shrank under us: a promised length would be a lie). */
 int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset);
 
-/* A source that reads [OFFSET, OFFSET+LEN) of FD cut as PIECES, closing FD
- * after the last piece. Takes ownership of FD. Returns NULL when out of
- * memory (FD is then closed). */
-struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len,
-                                     struct pump_pieces pieces);
+/* A source that reads [OFFSET, OFFSET+LEN) of FD, closing FD after the last
+ * piece. Takes ownership of FD. Returns NULL when out of memory (FD is then
+ * closed). */
+struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len);
 
 #endif

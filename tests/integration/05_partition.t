@@ -4,16 +4,21 @@
 # two at once, in exactly one read job per partition (one per file for
 # whole). With one pool thread and 4k partitions, two downloads interleave:
 # neither gets far before the other has bytes, whatever the scheduling. A
-# file that shrinks while sent is cut, not padded.
+# file that shrinks while sent is cut, not padded. Under partition = auto the
+# pump cuts every file-reading response (a file, multipart ranges, gzip of a
+# file) at partition_max, and at partition_min while short work waits; a live
+# partition change reaches all three at their next piece. Counted by /stats
+# job counts and costs, never timed.
 import hashlib
 import math
 import os
 import select
 import shutil
 import tempfile
+import threading
 
-from harness import (IO_TIMEOUT, KiB, MiB, ProtocolError, Server, is_, ok, random_bytes, run,
-                     split_response)
+from harness import (IO_TIMEOUT, KiB, MiB, Conn, ProtocolError, Server, gunzip, is_, ok, poll,
+                     random_bytes, run, split_response, text_bytes)
 
 BIG = 16 * MiB + 7
 SIZES = sorted({0, 1, 4095, 4096, 4097, 65535, 65536, 65537, BIG})
@@ -148,6 +153,151 @@ def test_truncated_while_sent(root):
     os.unlink(path)
 
 
+# partition = auto, with one pool thread and every file read made to take
+# 10 ms (emulate_disk), so that a request arriving meanwhile waits for the
+# thread: short work.
+AUTO_MIN, AUTO_MAX = 16 * KiB, 128 * KiB
+AUTO_SIZE = 2 * MiB
+AUTO_ARGS = ["--partition", "auto", "--partition-min", "16k", "--partition-max", "128k",
+             "--threads", "1", "--emulate-disk", "10ms", "--file-cache", "off"]
+RANGES = "bytes=0-%d,%d-%d" % (AUTO_SIZE // 2 - 1, AUTO_SIZE // 2, AUTO_SIZE - 1)
+
+# What reads a file, the class of its jobs, what to ask, what comes back.
+AUTO_KINDS = [
+    ("a file", "read", "/auto.bin", {}),
+    ("multipart ranges", "read", "/auto.bin", {"Range": RANGES}),
+    ("gzip of a file", "gzip", "/auto.txt", {"Accept-Encoding": "gzip"}),
+]
+
+
+def checked_body(kind, resp, binary, text):
+    """The bytes the response's jobs took in (its read or deflate input), or
+    None when the answer is wrong."""
+    if kind == "a file":
+        return AUTO_SIZE if (resp.status, resp.body) == (200, binary) else None
+    if kind == "gzip of a file":
+        good = resp.header("Content-Encoding") == "gzip" and gunzip(resp.body) == text
+        return AUTO_SIZE if resp.status == 200 and good else None
+    half = AUTO_SIZE // 2
+    good = binary[:half] in resp.body and binary[half:] in resp.body
+    return len(resp.body) if resp.status == 206 and good else None
+
+
+def short_work(srv, stop, count):
+    """Until STOP is set, GET a missing file over and over: each one is an
+    open job, short work, that waits while the one thread reads."""
+    with srv.conn() as c:
+        while not stop.is_set():
+            c.roundtrip("GET", "/missing")
+            count[0] += 1
+
+
+def auto_download(srv, kind, cls, target, headers, binary, text, busy):
+    """Downloads TARGET, with short work kept waiting if BUSY: returns (input
+    bytes, jobs of CLS, their cost)."""
+    stop, count = threading.Event(), [0]
+    helper = threading.Thread(target=short_work, args=(srv, stop, count), daemon=True)
+    if busy:
+        helper.start()
+        poll(lambda: count[0] > 0)
+    before = srv.stats()["jobs"][cls]
+    resp = srv.get(target, headers=headers)
+    after = srv.stats()["jobs"][cls]
+    stop.set()
+    if busy:
+        helper.join()
+    return (checked_body(kind, resp, binary, text), after["completed"] - before["completed"],
+            after["cost_bytes"] - before["cost_bytes"])
+
+
+def test_auto():
+    binary, text = random_bytes(AUTO_SIZE, 8), text_bytes(AUTO_SIZE)
+    srv = Server(files={"auto.bin": binary, "auto.txt": text}, args=AUTO_ARGS,
+                 name="server at auto")
+    with srv:
+        for kind, cls, target, headers in AUTO_KINDS:
+            size, jobs, cost = auto_download(srv, kind, cls, target, headers, binary, text, False)
+            ok(size is not None, "auto, %s: the answer is right" % kind)
+            size = size or AUTO_SIZE
+            want = math.ceil(size / AUTO_MAX)
+            is_((jobs, cost), (want, size),
+                "auto, %s, no short work waiting: %d %s jobs, all of partition_max"
+                % (kind, want, cls))
+
+            size, jobs, cost = auto_download(srv, kind, cls, target, headers, binary, text, True)
+            ok(size is not None, "auto, %s with short work: the answer is right" % kind)
+            size = size or AUTO_SIZE
+            fewest, most = math.ceil(size / AUTO_MAX), math.ceil(size / AUTO_MIN)
+            ok(fewest < jobs <= most and cost == size,
+               "auto, %s while short work waits: pieces cut to partition_min (%d %s jobs for "
+               "%d bytes; %d at partition_max, %d at partition_min)"
+               % (kind, jobs, cls, cost, fewest, most))
+
+
+def settings(srv, form):
+    """POST FORM to /settings: the status."""
+    with Conn(srv.port) as c:
+        r = c.roundtrip("POST", "/settings", body=form.encode(),
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+    return r.status
+
+
+def test_live_change():
+    # A 16 MiB download stalls after 1 MiB at auto's 1m pieces; partition=4k
+    # then reaches it at its next piece. The server holds at most its two
+    # slots and the sockets' few KiB ahead of the client, so more than 12 MiB
+    # are left to read in 4k pieces.
+    data = random_bytes(16 * MiB, 9)
+    args = ["--admin", "on", "--file-cache", "off", "--send-buffer", "4k"]
+    kinds = [("gzip of a file", "gzip", "/live.txt", {"Accept-Encoding": "gzip"}),
+             ("multipart ranges", "read", "/live.bin",
+              {"Range": "bytes=0-%d,%d-%d" % (8 * MiB - 1, 8 * MiB, 16 * MiB - 1)})]
+    srv = Server(files={"live.txt": data, "live.bin": data}, args=args,
+                 name="server for a live change")
+    with srv:
+        for kind, cls, target, headers in kinds:
+            with Conn(srv.port, rcvbuf=16 * KiB) as c:
+                c.request("GET", target, headers=headers)
+                while len(c.buf) < MiB and c.fill():
+                    pass
+                before = srv.stats()["jobs"][cls]["completed"]
+                is_(settings(srv, "partition=4k"), 200, "%s: partition=4k mid-response" % kind)
+                resp = c.read_response()
+            body = gunzip(resp.body) if cls == "gzip" else resp.body
+            ok(body == data or (data[:8 * MiB] in body and data[8 * MiB:] in body),
+               "%s: the answer is right" % kind)
+            jobs = srv.stats()["jobs"][cls]["completed"] - before
+            want = 12 * MiB // (4 * KiB)
+            ok(jobs >= want, "%s: the rest took 4k pieces: %d %s jobs after the change (>= %d)"
+               % (kind, jobs, cls, want))
+            is_(settings(srv, "partition=auto"), 200, "partition=auto again")
+        is_(settings(srv, "partition=4k"), 200, "partition=4k")
+        gzip_body_slices(srv)
+
+
+def gzip_body_slices(srv):
+    # A /gzip body is no file: gzip_partition (64k) cuts it, not partition,
+    # and a live change of gzip_partition reaches it at its next slice.
+    body = text_bytes(MiB)
+    before = srv.stats()["jobs"]["gzip"]["completed"]
+    resp = srv.request("POST", "/gzip", body=body)
+    is_((resp.status, gunzip(resp.body) == body), (200, True), "/gzip of 1 MiB at partition=4k")
+    jobs = srv.stats()["jobs"]["gzip"]["completed"] - before
+    ok(16 <= jobs <= 17, "it took 64k slices of gzip_partition: %d gzip jobs" % jobs)
+    with Conn(srv.port) as c:
+        c.send(b"POST /gzip HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+        c.send(body[:len(body) // 2])
+        is_(settings(srv, "gzip_partition=16k"), 200, "gzip_partition=16k mid-body")
+        before = srv.stats()["jobs"]["gzip"]["completed"]
+        c.send(body[len(body) // 2:])
+        resp = c.read_response()
+    is_((resp.status, gunzip(resp.body) == body), (200, True), "that /gzip answer is right")
+    jobs = srv.stats()["jobs"]["gzip"]["completed"] - before
+    want = len(body) // 2 // (16 * KiB)
+    ok(jobs >= want, "the half sent after the change took 16k slices: %d gzip jobs (>= %d)"
+       % (jobs, want))
+
+
 def main():
     root, digests = make_root()
     try:
@@ -155,6 +305,8 @@ def main():
             check_partition(root, digests, partition)
         test_interleaving()
         test_truncated_while_sent(root)
+        test_auto()
+        test_live_change()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
