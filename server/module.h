@@ -7,6 +7,7 @@
 #include "server/base/util.h"
 
 struct server;
+struct snapshot;
 
 /* A route's method set: ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD). */
 #define ROUTE_METHOD(m) (1ull << (m))
@@ -26,9 +27,9 @@ struct module {
     int (*init)(struct server *srv, void **state);
     /* A reload has replaced srv->cfg: apply what concerns the module. */
     void (*reload)(struct server *srv, void *state);
-    /* Appends the module's members to /stats' JSON object, each followed
-     * by a comma ("name":{...},). */
-    void (*stats)(const struct server *srv, const void *state, struct buf *out);
+    /* Appends the module's figures to OUT (server/base/snapshot.h), in an
+     * object of its own ("file_cache"): /stats and /metrics show them. */
+    void (*stats)(const struct server *srv, const void *state, struct snapshot *out);
     /* Frees STATE: the loop has stopped. */
     void (*fini)(struct server *srv, void *state);
 };

@@ -35,6 +35,7 @@ struct route_row {
 };
 
 struct conn;
+struct snapshot;
 
 /* The listener and everything shared by its connections. Lives in main();
  * owns its handles, the access log and (through the list) every connection. */
@@ -118,6 +119,12 @@ void server_apply(struct server *srv, const struct config *next);
  * routing) and its status class, and its latency US by size. */
 void server_count_response(struct server *srv, const struct route *route, int status,
                            uint64_t bytes, uint64_t us);
+
+/* Appends every figure the server shows to S (server/base/snapshot.h):
+ * its identity and settings, requests, responses and their latency,
+ * connections, the memory budget, each module's figures (its stats hook),
+ * the scheduler and the jobs per class. What /stats and /metrics render. */
+void server_snapshot(const struct server *srv, struct snapshot *s);
 
 /* SIGHUP: reads the configuration again as startup did. Keys that can change
  * live take effect for new work at once; listen, root, threads and workers

@@ -596,13 +596,9 @@ static void static_reload(struct server *srv, void *state)
         log_warn("file cache off: inotify: %s", strerror(-err));
 }
 
-static void static_stats(const struct server *srv, const void *state, struct buf *out)
+static void static_stats(const struct server *srv, const void *state, struct snapshot *out)
 {
-    const struct cache *fc = state;
-    buf_printf(out,
-               "\"file_cache\":{\"enabled\":%s,\"entries\":%zu,\"bytes\":%zu,\"hits\":%" PRIu64
-               ",\"misses\":%" PRIu64 "},",
-               fc->enabled ? "true" : "false", fc->count, fc->bytes, fc->hits, fc->misses);
+    cache_stats(state, out);
 }
 
 static void static_fini(struct server *srv, void *state)
