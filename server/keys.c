@@ -9,6 +9,7 @@
 #include "server/base/util.h"
 #include "server/pool/sched.h"
 #include "server/server.h"
+#include "server/module.h"
 
 static const struct config_choice sched_modes[] = {
     {"fifo", SCHED_MODE_FIFO},

@@ -2,12 +2,19 @@
 #define UNCLOG_MODULE_H
 
 #include <llhttp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
 
 #include "server/base/config.h"
 #include "server/http/conn.h"
+#include "server/base/snapshot.h"
 #include "server/base/util.h"
+#include "server/pool/gateway.h"
 
 struct server;
+struct snapshot;
 
 /* A route's method set: ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD). */
 #define ROUTE_METHOD(m) (1ull << (m))
@@ -30,11 +37,48 @@ struct module {
     int (*init)(struct server *srv, void **state);
     /* A reload has replaced srv->cfg: apply what concerns the module. */
     void (*reload)(struct server *srv, void *state);
-    /* Appends the module's members to /stats' JSON object, each followed
-     * by a comma ("name":{...},). */
-    void (*stats)(const struct server *srv, const void *state, struct buf *out);
+    /* Appends the module's figures to OUT (server/base/snapshot.h), in an
+     * object of its own ("file_cache"): /stats and /metrics show them. */
+    void (*stats)(const struct server *srv, const void *state, struct snapshot *out);
     /* Frees STATE: the loop has stopped. */
     void (*fini)(struct server *srv, void *state);
 };
+
+/* ---- what a module may ask of the server (struct server is the core's) ---- */
+
+/* The running configuration: the core's keys, and each module's block
+ * (config_block). Replaced whole by a reload or a live change, between
+ * callbacks: do not keep the pointer across one. */
+const struct config *server_config(const struct server *srv);
+
+/* The realpath of the root, which no request may leave, and its length. */
+const char *server_root(const struct server *srv, size_t *len);
+
+/* The loop's clock (uv_now), in milliseconds. */
+uint64_t server_now_ms(const struct server *srv);
+
+/* The second the Date header of responses shows now. */
+time_t server_date_time(const struct server *srv);
+
+/* The one door to the threadpool (server/pool/gateway.h). */
+struct gateway *server_gateway(struct server *srv);
+
+/* The state module M keeps for SRV (what its init stored), or NULL. */
+void *server_module_state(const struct server *srv, const struct module *m);
+
+/* Whether the live key at index KEY (config_key_at) changed since the
+ * start, by POST /settings or a reload; when, in *UPTIME_MS. */
+bool server_setting_changed(const struct server *srv, size_t key, uint64_t *uptime_ms);
+
+/* Appends every figure the server shows to S (server/base/snapshot.h):
+ * its identity and settings, requests, responses and their latency,
+ * connections, the memory budget, each module's figures (its stats hook),
+ * the scheduler and the jobs per class. What /stats and /metrics render. */
+void server_snapshot(const struct server *srv, struct snapshot *s);
+
+/* Makes NEXT the running configuration (a copy of server_config's with
+ * live keys changed): the scheduler, the budget, what responses in flight
+ * read at their next piece, and each module's reload hook. */
+void server_apply(struct server *srv, const struct config *next);
 
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "server/server_internal.h"
+#include "server/module.h"
 
 /* The settings responses in flight read at each piece. */
 void server__apply_to_pumps(struct server *srv)

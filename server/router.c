@@ -1,9 +1,12 @@
 /* The module registry and the router: which route answers a target, each
- * module's state, and the responses counted per route and status class. */
+ * module's state, the responses counted per route and status class, and
+ * what a module may ask of the server (server/module.h), whose struct
+ * stays the core's. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/server_internal.h"
+#include "server/module.h"
 
 /* For a target no module claims, with no fallback among the modules. */
 static int not_found(struct conn *c, const struct request *req)
@@ -73,4 +76,40 @@ void server__router_init(struct server *srv)
              r++)
             add_route_row(srv, r, r->path != NULL ? r->path : srv->modules[i]->name);
     }
+}
+
+/* ---- the module API (server/module.h) ---- */
+
+const struct config *server_config(const struct server *srv)
+{
+    return srv->cfg;
+}
+
+const char *server_root(const struct server *srv, size_t *len)
+{
+    *len = srv->root_len;
+    return srv->root;
+}
+
+uint64_t server_now_ms(const struct server *srv)
+{
+    return uv_now(srv->loop);
+}
+
+time_t server_date_time(const struct server *srv)
+{
+    return srv->date_time;
+}
+
+struct gateway *server_gateway(struct server *srv)
+{
+    return &srv->gateway;
+}
+
+bool server_setting_changed(const struct server *srv, size_t key, uint64_t *uptime_ms)
+{
+    if (key >= CONFIG_KEYS_MAX || !srv->live_changed[key])
+        return false;
+    *uptime_ms = srv->live_changed_ms[key];
+    return true;
 }

@@ -1,4 +1,5 @@
 #include "server/server_internal.h"
+#include "server/module.h"
 
 #include <errno.h>
 #include <malloc.h>

@@ -11,13 +11,15 @@
 #include "server/base/config.h"
 #include "server/pool/gateway.h"
 #include "server/base/log.h"
-#include "server/module.h"
 #include "server/pool/pump.h"
 
 #define UNCLOG_VERSION "0.1.0"
 
 #define SERVER_MODULES_MAX 8
 #define SERVER_ROUTES_MAX  16
+
+struct module;
+struct route;
 
 /* The core's configuration keys (server/keys.c). */
 extern const struct config_table server_config_table;
@@ -39,6 +41,7 @@ struct route_row {
 };
 
 struct conn;
+struct snapshot;
 
 /* The listener and everything shared by its connections. Lives in main();
  * owns its handles, the access log and (through the list) every connection. */
@@ -100,9 +103,6 @@ void server_fini(struct server *srv);
  * that exact path, else the first fallback route. Never NULL. */
 const struct route *server_route(const struct server *srv, const char *target);
 
-/* The state module M keeps for SRV (what its init stored), or NULL. */
-void *server_module_state(const struct server *srv, const struct module *m);
-
 /* Opens the listening socket for LISTEN ("ADDR:PORT", "[ADDR6]:PORT").
  * Returns 0 with the fd in *FD, or logs and returns a negative UV_E* code. */
 int server_open_listener(const char *listen, int *fd);
@@ -113,12 +113,6 @@ int server_open_listener(const char *listen, int *fd);
  * failure, after closing what it opened (run the loop once more to let the
  * close callbacks finish). */
 int server_start(struct server *srv, int listen_fd);
-
-/* Makes NEXT the running configuration (restart-only keys must already
- * hold their running values): the scheduler, the budget, what responses in
- * flight read at their next piece, and each module's reload hook. Records
- * when each live key changed. */
-void server_apply(struct server *srv, const struct config *next);
 
 /* A response is complete: counts it under ROUTE (NULL: refused before
  * routing) and its status class, and its latency US by size. */

@@ -1,13 +1,10 @@
 #include "handlers/observe/metrics.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "server/pool/gateway.h"
-#include "server/server.h"
+#include "handlers/observe/stats.h"
+#include "server/base/snapshot.h"
 #include "server/base/util.h"
 
 /* Histogram bounds: every power of two of microseconds from 2^0 (1 µs) to
@@ -17,63 +14,70 @@
  * exactly 2^n µs. */
 #define LE_POW_MAX 26
 
-#define LABELS_MAX 256
+#define LABELS_MAX 512
 
-/* S as a label value (backslash, double quote and newline escaped) in DST. */
-static const char *escape(char *dst, size_t len, const char *s)
+static const char *const type_names[] = {
+    [SNAP_GAUGE] = "gauge",         [SNAP_COUNTER] = "counter", [SNAP_FLAG] = "gauge",
+    [SNAP_HISTOGRAM] = "histogram", [SNAP_INFO] = "gauge",
+};
+
+/* V, counted in UNIT, in the base unit (seconds, a ratio), exactly. */
+static void put_number(struct buf *o, uint64_t v, enum snap_unit unit)
 {
-    size_t n = 0;
-    for (; *s != '\0' && n + 3 < len; s++) {
-        if (*s == '\\' || *s == '"' || *s == '\n')
-            dst[n++] = '\\';
-        dst[n++] = *s == '\n' ? 'n' : *s;
+    if (unit == SNAP_US)
+        buf_printf(o, "%" PRIu64 ".%06" PRIu64, v / 1000000, v % 1000000);
+    else if (unit == SNAP_MS || unit == SNAP_PERMILLE)
+        buf_printf(o, "%" PRIu64 ".%03" PRIu64, v / 1000, v % 1000);
+    else
+        buf_printf(o, "%" PRIu64, v);
+}
+
+/* NAME="VALUE", after SEP, with backslash, double quote and newline escaped. */
+static void put_label(struct buf *o, const char **sep, const char *name, const char *value)
+{
+    buf_printf(o, "%s%s=\"", *sep, name);
+    for (const char *p = value; *p != '\0'; p++) {
+        if (*p == '\\' || *p == '"')
+            buf_printf(o, "\\%c", *p);
+        else if (*p == '\n')
+            buf_printf(o, "\\n");
+        else
+            buf_printf(o, "%c", *p);
     }
-    dst[n] = '\0';
-    return dst;
+    buf_printf(o, "\"");
+    *sep = ",";
 }
 
-/* The HELP and TYPE lines of a family; its samples follow, all together. */
-__attribute__((format(printf, 4, 5))) static void family(struct buf *o, const char *name,
-                                                         const char *type, const char *help, ...)
+/* The labels of E's series, "" or like route="/gzip",code="2xx": those of
+ * the objects it is in, outermost first, then its own. */
+static void put_labels(struct buf *o, const struct snapshot *s, const struct snap_entry *e)
 {
-    va_list ap;
-    buf_printf(o, "# HELP %s ", name);
-    va_start(ap, help);
-    buf_vprintf(o, help, ap);
-    va_end(ap);
-    buf_printf(o, "\n# TYPE %s %s\n", name, type);
-}
-
-/* "NAME{LABELS} ": LABELS is "" or pairs like route="/gzip",code="2xx". */
-static void put_series(struct buf *o, const char *name, const char *suffix, const char *labels)
-{
-    buf_printf(o, "%s%s%s%s%s ", name, suffix, *labels ? "{" : "", labels, *labels ? "}" : "");
-}
-
-static void sample(struct buf *o, const char *name, const char *labels, uint64_t value)
-{
-    put_series(o, name, "", labels);
-    buf_printf(o, "%" PRIu64 "\n", value);
-}
-
-/* Microseconds as seconds, exactly (no float in between). */
-static void put_seconds(struct buf *o, uint64_t us)
-{
-    buf_printf(o, "%" PRIu64 ".%06" PRIu64, us / 1000000, us % 1000000);
-}
-
-/* A family of one sample without labels: a counter or a gauge. */
-static void metric(struct buf *o, const char *name, const char *type, const char *help,
-                   uint64_t value)
-{
-    family(o, name, type, "%s", help);
-    sample(o, name, "", value);
+    const struct snap_entry *outer[SNAP_DEPTH];
+    unsigned n = 0;
+    for (size_t p = e->parent; p != SNAP_TOP; p = s->entry[p].parent) {
+        if (s->entry[p].label != NULL)
+            outer[n++] = &s->entry[p];
+    }
+    const char *sep = "";
+    while (n > 0) {
+        n--;
+        put_label(o, &sep, outer[n]->label, outer[n]->name);
+    }
+    const struct snap_def *def = e->def;
+    if (def->labels != NULL) {
+        buf_printf(o, "%s%s", sep, def->labels);
+        sep = ",";
+    }
+    if (def->name_label != NULL && e->name != NULL)
+        put_label(o, &sep, def->name_label, e->name);
+    if (def->kind == SNAP_INFO && def->text_label != NULL)
+        put_label(o, &sep, def->text_label, e->text);
 }
 
 /* One series of histogram NAME, in seconds, from T (in microseconds): its
  * cumulative _bucket counts at each power of two and +Inf, _sum, _count. */
-static void histogram(struct buf *o, const char *name, const char *labels,
-                      const struct hist_total *t)
+static void put_histogram(struct buf *o, const char *name, const char *labels,
+                          const struct hist_total *t)
 {
     const char *sep = *labels ? "," : "";
     uint64_t below = 0;
@@ -83,224 +87,72 @@ static void histogram(struct buf *o, const char *name, const char *labels,
         while (b < HIST_BUCKETS && hist_bucket_max(b) < le)
             below += t->bucket[b++];
         buf_printf(o, "%s_bucket{%s%sle=\"", name, labels, sep);
-        put_seconds(o, le);
+        put_number(o, le, SNAP_US);
         buf_printf(o, "\"} %" PRIu64 "\n", below);
     }
     buf_printf(o, "%s_bucket{%s%sle=\"+Inf\"} %" PRIu64 "\n", name, labels, sep, t->count);
-    put_series(o, name, "_sum", labels);
-    put_seconds(o, t->sum);
-    buf_printf(o, "\n");
-    put_series(o, name, "_count", labels);
-    buf_printf(o, "%" PRIu64 "\n", t->count);
+    const char *open = *labels ? "{" : "", *close = *labels ? "}" : "";
+    buf_printf(o, "%s_sum%s%s%s ", name, open, labels, close);
+    put_number(o, t->sum, SNAP_US);
+    buf_printf(o, "\n%s_count%s%s%s %" PRIu64 "\n", name, open, labels, close, t->count);
 }
 
-/* Responses per route and status class. A route whose label an earlier
- * one has (a second route of one path, a second fallback) is never chosen
- * by server_route, so it has nothing to count and no series of its own:
- * two series of one name and labels would make the exposition invalid. */
-static void responses(struct buf *o, const struct server *srv)
+static void put_series(struct buf *o, const struct snapshot *s, const struct snap_entry *e)
 {
-    family(o, "unclog_http_responses_total", "counter",
-           "Responses completed, by route (its path; static for the files' fallback; none for a "
-           "request refused before routing) and status class.");
-    for (unsigned i = 0; i < srv->nroute_rows; i++) {
-        const struct route_row *row = &srv->route_rows[i];
-        bool seen = false;
-        for (unsigned j = 0; j < i && !seen; j++)
-            seen = strcmp(srv->route_rows[j].label, row->label) == 0;
-        if (seen)
+    char labels[LABELS_MAX];
+    struct buf lb;
+    buf_init_fixed(&lb, labels, sizeof labels);
+    put_labels(&lb, s, e);
+    if (lb.failed) {
+        o->failed = true;
+        return;
+    }
+    const struct snap_def *def = e->def;
+    if (def->kind == SNAP_HISTOGRAM) {
+        put_histogram(o, def->metric, labels, e->hist);
+        return;
+    }
+    buf_printf(o, "%s%s%s%s ", def->metric, *labels ? "{" : "", labels, *labels ? "}" : "");
+    if (def->kind == SNAP_INFO)
+        buf_printf(o, "1"); /* the text is a label */
+    else if (def->kind == SNAP_FLAG)
+        buf_printf(o, "%d", e->value != 0);
+    else
+        put_number(o, e->value, def->unit);
+    buf_printf(o, "\n");
+}
+
+static bool in_family(const struct snap_entry *e, const char *metric)
+{
+    return e->type == SNAP_FIGURE && e->def->metric != NULL && strcmp(e->def->metric, metric) == 0;
+}
+
+/* The snapshot as Prometheus text: a family's HELP and TYPE where its first
+ * figure is, then every series of it, all together as the format wants. */
+static void render_prometheus(struct buf *o, const struct snapshot *s)
+{
+    for (size_t i = 0; i < s->len; i++) {
+        const struct snap_entry *e = &s->entry[i];
+        if (e->type != SNAP_FIGURE || e->def->metric == NULL)
             continue;
-        char route[128], labels[LABELS_MAX];
-        escape(route, sizeof route, row->label);
-        for (unsigned cls = 0; cls < 5; cls++) {
-            snprintf(labels, sizeof labels, "route=\"%s\",code=\"%uxx\"", route, cls + 1);
-            sample(o, "unclog_http_responses_total", labels, row->by_class[cls]);
+        const char *metric = e->def->metric;
+        bool written = false;
+        for (size_t j = 0; j < i && !written; j++)
+            written = in_family(&s->entry[j], metric);
+        if (written)
+            continue;
+        buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", metric, e->def->help, metric,
+                   type_names[e->def->kind]);
+        for (size_t j = i; j < s->len; j++) {
+            if (in_family(&s->entry[j], metric))
+                put_series(o, s, &s->entry[j]);
         }
     }
-}
-
-static void jobs(struct buf *o, const struct server *srv)
-{
-    static const struct {
-        const char *name, *type, *help;
-        size_t offset; /* of a uint64_t or a struct hist_total in gateway_class_stats */
-    } fams[] = {
-        {"unclog_jobs_submitted_total", "counter", "Threadpool jobs submitted, by class.",
-         offsetof(struct gateway_class_stats, submitted)},
-        {"unclog_jobs_completed_total", "counter", "Threadpool jobs completed, by class.",
-         offsetof(struct gateway_class_stats, completed)},
-        {"unclog_jobs_cancelled_total", "counter",
-         "Threadpool jobs cancelled before they started, by class.",
-         offsetof(struct gateway_class_stats, cancelled)},
-        {"unclog_job_cost_bytes_total", "counter",
-         "Cost in bytes of completed threadpool jobs, by class, as the scheduler weighs them: "
-         "the bytes a job reads or deflates.",
-         offsetof(struct gateway_class_stats, cost_total)},
-        {"unclog_job_queue_wait_seconds", "histogram",
-         "Time completed threadpool jobs waited for a thread, by class.",
-         offsetof(struct gateway_class_stats, queued_total)},
-        {"unclog_job_run_seconds", "histogram",
-         "Time completed threadpool jobs ran on their thread, by class.",
-         offsetof(struct gateway_class_stats, running_total)},
-    };
-    for (size_t f = 0; f < ARRAY_SIZE(fams); f++) {
-        family(o, fams[f].name, fams[f].type, "%s", fams[f].help);
-        for (int i = 0; i < GATEWAY_NCLASSES; i++) {
-            const char *s = (const char *)&srv->gateway.stats[i] + fams[f].offset;
-            char labels[LABELS_MAX];
-            snprintf(labels, sizeof labels, "class=\"%s\"", gateway_class_name(i));
-            if (strcmp(fams[f].type, "histogram") == 0)
-                histogram(o, fams[f].name, labels, (const struct hist_total *)s);
-            else
-                sample(o, fams[f].name, labels, *(const uint64_t *)s);
-        }
-    }
-}
-
-/* A size setting in bytes, 0 for whole and auto. */
-static uint64_t size_or_zero(size_t size)
-{
-    return size == CONFIG_WHOLE || size == CONFIG_AUTO_SIZE ? 0 : size;
-}
-
-/* gzip_partition, the gzip module's key, as it spells it. */
-static size_t gzip_partition_of(const struct config *cfg)
-{
-    char text[32];
-    size_t size = 0;
-    if (config_get(cfg, "gzip_partition", text, sizeof text) == 0)
-        (void)config_parse_size(text, true, &size);
-    return size;
-}
-
-static void settings(struct buf *o, const struct server *srv)
-{
-    const struct config *cfg = srv->cfg;
-    family(o, "unclog_setting_info", "gauge",
-           "A setting that can change while the server runs, with its value as the config file "
-           "spells it; always 1.");
-    const struct config_key *k;
-    for (size_t i = 0; (k = config_key_at(cfg, i)) != NULL; i++) {
-        char value[128], escaped[128], labels[LABELS_MAX];
-        if (k->when != CONFIG_LIVE || config_get(cfg, k->name, value, sizeof value) != 0)
-            continue;
-        snprintf(labels, sizeof labels, "key=\"%s\",value=\"%s\"", k->name,
-                 escape(escaped, sizeof escaped, value));
-        sample(o, "unclog_setting_info", labels, 1);
-    }
-    metric(o, "unclog_threads", "gauge", "Threadpool threads (the threads setting).", cfg->threads);
-    metric(o, "unclog_partition_bytes", "gauge",
-           "Bytes per threadpool read of a file (partition); 0 when it is whole (one read per "
-           "file) or auto (pieces of unclog_partition_min_bytes while short work waits, else "
-           "unclog_partition_max_bytes).",
-           size_or_zero(cfg->partition));
-    metric(o, "unclog_partition_min_bytes", "gauge",
-           "partition = auto: the piece size while short work waits (partition_min).",
-           cfg->partition_min);
-    metric(o, "unclog_partition_max_bytes", "gauge",
-           "partition = auto: the piece size while no short work waits (partition_max).",
-           cfg->partition_max);
-    metric(o, "unclog_gzip_partition_bytes", "gauge",
-           "Input bytes deflated per threadpool job by /gzip (gzip_partition); 0 when it is whole.",
-           size_or_zero(gzip_partition_of(cfg)));
-}
-
-static void scheduler(struct buf *o, const struct server *srv)
-{
-    const struct sched *sc = &srv->gateway.sched;
-    metric(o, "unclog_scheduler_jobs_running", "gauge", "Threadpool jobs running now.",
-           sc->running);
-    family(o, "unclog_scheduler_jobs_waiting", "gauge",
-           "Threadpool jobs waiting for a thread now: short (their response has at most %" PRIu64
-           " bytes left) or bulk.",
-           SCHED_SHORT_BYTES);
-    sample(o, "unclog_scheduler_jobs_waiting", "kind=\"short\"", sc->waiting_short);
-    sample(o, "unclog_scheduler_jobs_waiting", "kind=\"bulk\"", sc->waiting_bulk);
-    family(o, "unclog_scheduler_jobs_started_total", "counter",
-           "Threadpool jobs started, short or bulk.");
-    sample(o, "unclog_scheduler_jobs_started_total", "kind=\"short\"", sc->counters.short_started);
-    sample(o, "unclog_scheduler_jobs_started_total", "kind=\"bulk\"", sc->counters.bulk_started);
-    metric(o, "unclog_scheduler_bulk_over_short_total", "counter",
-           "Bulk jobs started while short work waited, not by the no-starvation bound "
-           "(0 under the fair scheduler).",
-           sc->counters.bulk_over_short);
-    metric(o, "unclog_scheduler_streak_breaks_total", "counter",
-           "Bulk jobs started by the no-starvation bound, after a streak of short ones.",
-           sc->counters.streak_breaks);
-}
-
-static void memory(struct buf *o, const struct budget *b)
-{
-    metric(o, "unclog_buffer_memory_budget_bytes", "gauge",
-           "Request and response buffer memory this worker may hold (max_buffer_memory).", b->max);
-    metric(o, "unclog_buffer_memory_held_bytes", "gauge", "Buffer memory held now.", b->held);
-    metric(o, "unclog_buffer_memory_peak_bytes", "gauge", "Most buffer memory held at once.",
-           b->peak);
-    metric(o, "unclog_buffer_memory_waiters", "gauge", "Responses waiting now for buffer memory.",
-           b->waiting);
-    metric(o, "unclog_buffer_memory_waits_total", "counter",
-           "Responses that had to wait for buffer memory.", b->waits);
-    family(o, "unclog_buffer_memory_wait_seconds_total", "counter",
-           "Time responses spent waiting for buffer memory.");
-    put_series(o, "unclog_buffer_memory_wait_seconds_total", "", "");
-    put_seconds(o, b->waited_ms * 1000);
-    buf_printf(o, "\n");
 }
 
 static int metrics_on_request(struct conn *c, const struct request *req)
 {
-    const struct server *srv = conn_server(c);
-    struct buf o;
-    buf_init_growing(&o);
-    family(&o, "unclog_build_info", "gauge", "The server's version; always 1.");
-    sample(&o, "unclog_build_info", "version=\"" UNCLOG_VERSION "\"", 1);
-    metric(&o, "unclog_worker", "gauge",
-           "The worker process that answered: 1..N with workers > 1, 0 alone. Every other figure "
-           "is that worker's own.",
-           srv->worker);
-    family(&o, "unclog_uptime_seconds", "gauge", "Time since this worker started.");
-    put_series(&o, "unclog_uptime_seconds", "", "");
-    put_seconds(&o, (uv_now(srv->loop) - srv->started_ms) * 1000);
-    buf_printf(&o, "\n");
-
-    responses(&o, srv);
-    metric(&o, "unclog_http_response_body_bytes_total", "counter",
-           "Response body bytes handed to the kernel, counted as each piece goes (heads not "
-           "included).",
-           srv->bytes_sent);
-    family(&o, "unclog_http_request_duration_seconds", "histogram",
-           "Time from a request's first byte to its response's last byte handed to the kernel, by "
-           "response body size: small (at most %d bytes) or large.",
-           SERVER_SMALL_MAX);
-    histogram(&o, "unclog_http_request_duration_seconds", "size=\"small\"",
-              &srv->latency_total[SERVER_SMALL]);
-    histogram(&o, "unclog_http_request_duration_seconds", "size=\"large\"",
-              &srv->latency_total[SERVER_LARGE]);
-
-    metric(&o, "unclog_connections_active", "gauge", "Connections open now.", srv->active);
-    metric(&o, "unclog_connections_max", "gauge",
-           "Connections served at once (max_connections); beyond, a new one is refused.",
-           srv->cfg->max_connections);
-    metric(&o, "unclog_connections_accepted_total", "counter", "Connections accepted.",
-           srv->accepted);
-    metric(&o, "unclog_connections_refused_total", "counter",
-           "Connections refused with 503 because max_connections were open.", srv->refused);
-
-    jobs(&o, srv);
-    scheduler(&o, srv);
-    memory(&o, &srv->budget);
-    settings(&o, srv);
-
-    if (o.failed) {
-        free(o.data);
-        return 500;
-    }
-    conn_head_start(c, 200);
-    conn_head_add(c, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-                     "Cache-Control: no-store\r\n");
-    conn_send_body(c, o.data, o.len);
-    free(o.data);
-    return 0;
+    return stats_answer(c, render_prometheus, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 static const struct route metrics_routes[] = {

@@ -3,10 +3,10 @@
 
 #include "server/module.h"
 
-/* GET /metrics: the counters of /stats in the Prometheus text exposition
- * format 0.0.4 (responses by route and status class, connections, jobs per
- * class, the memory budget, the scheduler, the settings), with cumulative
- * histograms of request latency and of job queue and run times. */
+/* GET /metrics: the server's snapshot (server_snapshot), the same figures
+ * as /stats, in the Prometheus text exposition format 0.0.4: counters,
+ * gauges, info samples and cumulative histograms (request latency, job
+ * queue and run times), in base units. */
 extern const struct module metrics_module;
 
 #endif

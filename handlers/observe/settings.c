@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server.h"
 #include "server/base/util.h"
 
 #define FORM_MAX 4096 /* a form of every live key fits many times over */
@@ -19,7 +18,7 @@ static const struct config_table settings_config_table;
 
 bool settings_admin(const struct server *srv)
 {
-    const struct settings_config *sc = config_block(srv->cfg, &settings_config_table);
+    const struct settings_config *sc = config_block(server_config(srv), &settings_config_table);
     return sc->admin;
 }
 
@@ -87,7 +86,7 @@ static bool form_decode(char *s)
  * replaces it only if every pair is valid. Returns 0, or 400 with ERR. */
 static int apply_form(struct server *srv, char *form, char err[CONFIG_ERR_MAX])
 {
-    struct config next = *srv->cfg;
+    struct config next = *server_config(srv);
     char *save = NULL;
     for (char *pair = strtok_r(form, "&", &save); pair != NULL; pair = strtok_r(NULL, "&", &save)) {
         char *eq = strchr(pair, '=');
@@ -113,9 +112,10 @@ void settings_changes_json(const struct server *srv, struct buf *o)
     const char *sep = "";
     const struct config_key *k;
     buf_printf(o, "{");
-    for (size_t i = 0; (k = config_key_at(srv->cfg, i)) != NULL; i++) {
-        if (srv->live_changed[i]) {
-            buf_printf(o, "%s\"%s\":%" PRIu64, sep, k->name, srv->live_changed_ms[i]);
+    for (size_t i = 0; (k = config_key_at(server_config(srv), i)) != NULL; i++) {
+        uint64_t ms;
+        if (server_setting_changed(srv, i, &ms)) {
+            buf_printf(o, "%s\"%s\":%" PRIu64, sep, k->name, ms);
             sep = ",";
         }
     }
@@ -129,11 +129,12 @@ static int send_settings(struct conn *c)
     buf_init_growing(&o);
     buf_printf(&o, "{\"admin\":%s", settings_admin(srv) ? "true" : "false");
     const struct config_key *k;
-    for (size_t i = 0; (k = config_key_at(srv->cfg, i)) != NULL; i++) {
+    const struct config *cfg = server_config(srv);
+    for (size_t i = 0; (k = config_key_at(cfg, i)) != NULL; i++) {
         char value[64];
         if (k->when != CONFIG_LIVE)
             continue;
-        config_get(srv->cfg, k->name, value, sizeof value);
+        config_get(cfg, k->name, value, sizeof value);
         buf_printf(&o, ",\"%s\":\"%s\"", k->name, value);
     }
     buf_printf(&o, ",\"changed_ms\":");
@@ -194,5 +195,18 @@ static const struct config_key settings_keys[] = {
 static const struct config_table settings_config_table =
     CONFIG_TABLE("settings", settings_keys, struct settings_config);
 
-const struct module settings_module = {
-    .name = "settings", .routes = settings_routes, .config = &settings_config_table};
+static const struct snap_def admin_def = {
+    .key = "admin",
+    .metric = "unclog_admin_enabled",
+    .kind = SNAP_FLAG,
+    .help = "Whether POST /settings may change live settings (admin, for loopback clients)."};
+/* The module's figures: whether the switch is on. */
+static void settings_stats(const struct server *srv, const void *state, struct snapshot *out)
+{
+    snap_add(out, &admin_def, settings_admin(srv));
+}
+
+const struct module settings_module = {.name = "settings",
+                                       .routes = settings_routes,
+                                       .config = &settings_config_table,
+                                       .stats = settings_stats};

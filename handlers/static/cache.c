@@ -6,6 +6,8 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include "server/base/snapshot.h"
+
 #define NBUCKETS     (sizeof((struct cache *)0)->by_key / sizeof(struct cache_entry *))
 #define WATCH_EVENTS (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVE_SELF | IN_DELETE_SELF)
 
@@ -198,4 +200,38 @@ void cache_insert(struct cache *cache, const char *key, int wd, const struct sta
     cache->lru.lru_next = e;
     cache->bytes += size;
     cache->count++;
+}
+
+static const struct snap_def cache_enabled = {
+    .key = "enabled",
+    .metric = "unclog_file_cache_enabled",
+    .kind = SNAP_FLAG,
+    .help = "Whether the small-file cache is on (file_cache, and inotify could be had)."};
+static const struct snap_def cache_entries = {.key = "entries",
+                                              .metric = "unclog_file_cache_entries",
+                                              .help = "Files the small-file cache holds now."};
+static const struct snap_def cache_bytes = {.key = "bytes",
+                                            .metric = "unclog_file_cache_bytes",
+                                            .help = "Bytes of file bodies the small-file cache "
+                                                    "holds now (at most file_cache_size)."};
+static const struct snap_def cache_hits = {
+    .key = "hits",
+    .metric = "unclog_file_cache_hits_total",
+    .kind = SNAP_COUNTER,
+    .help = "Lookups in the small-file cache that found a fresh entry."};
+static const struct snap_def cache_misses = {
+    .key = "misses",
+    .metric = "unclog_file_cache_misses_total",
+    .kind = SNAP_COUNTER,
+    .help = "Lookups in the small-file cache, while it was on, that found no fresh entry."};
+
+void cache_stats(const struct cache *cache, struct snapshot *s)
+{
+    snap_open(s, "file_cache", NULL);
+    snap_add(s, &cache_enabled, cache->enabled);
+    snap_add(s, &cache_entries, cache->count);
+    snap_add(s, &cache_bytes, cache->bytes);
+    snap_add(s, &cache_hits, cache->hits);
+    snap_add(s, &cache_misses, cache->misses);
+    snap_close(s);
 }

@@ -75,4 +75,10 @@ void cache_insert(struct cache *cache, const char *key, int wd, const struct sta
 /* Removes watch WD of a fill that was not kept, unless an entry uses it. */
 void cache_unwatch(struct cache *cache, int wd);
 
+struct snapshot;
+
+/* Appends the cache's figures to S ("file_cache": whether it is on, its
+ * entries and bytes, its hits and misses). */
+void cache_stats(const struct cache *cache, struct snapshot *s);
+
 #endif

@@ -21,7 +21,7 @@
 #include "handlers/static/mime.h"
 #include "handlers/static/path.h"
 #include "handlers/static/range.h"
-#include "server/server.h"
+#include "server/base/log.h"
 #include "server/base/util.h"
 
 /* A file to send: open (FD), or its whole body in memory (BODY). */
@@ -277,7 +277,7 @@ static const struct config_table static_config_table;
 /* The running values of the module's keys. */
 static const struct static_config *static_config_of(const struct server *srv)
 {
-    return config_block(srv->cfg, &static_config_table);
+    return config_block(server_config(srv), &static_config_table);
 }
 
 static void choose_rep(struct conn *c, struct file *f, const char *type, struct rep *rep,
@@ -313,7 +313,7 @@ static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bo
 {
     const struct static_config *cfg = static_config_of(conn_server(c));
     char modified[HTTP_DATE_LEN];
-    time_t now = conn_server(c)->date_time; /* the second the Date header shows */
+    time_t now = server_date_time(conn_server(c)); /* the second the Date header shows */
     /* A clock skewed into the future is not a modification date (RFC 9110 8.8.2.1). */
     http_date_format(mtime > now ? now : mtime, modified);
     conn_head_add(c, "ETag: %s\r\nLast-Modified: %s\r\n", rep->etag, modified);
@@ -470,7 +470,7 @@ static bool next_stage(struct open_job *j, struct server *srv)
     /* A directory's own size grows with its entries: the listing's cost. */
     uint64_t size = (uint64_t)j->f.st.st_size;
     struct gateway_cost cost = {.bytes = size, .remaining = size, .flow = conn_flow(j->conn)};
-    int rc = gateway_submit(&srv->gateway, &j->job, list ? GATEWAY_LIST : GATEWAY_FILL, cost,
+    int rc = gateway_submit(server_gateway(srv), &j->job, list ? GATEWAY_LIST : GATEWAY_FILL, cost,
                             list ? list_work : fill_work, open_after_work);
     if (rc < 0 && list)
         j->err = -EMFILE; /* 503 */
@@ -496,7 +496,7 @@ static void open_after_work(struct gateway_job *job, int status)
         cache_key(j, key, sizeof key);
         if (j->err == 0 && j->body != NULL)
             cache_insert(file_cache(srv), key, j->wd, &j->f.st, mime_type(j->path), j->body,
-                         j->cache_gen, uv_now(srv->loop));
+                         j->cache_gen, server_now_ms(srv));
         else
             cache_unwatch(file_cache(srv), j->wd);
     } else {
@@ -514,7 +514,7 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
     struct server *srv = conn_server(c);
     char key[PATH_MAX + 2];
     cache_key(j, key, sizeof key);
-    const struct cache_entry *e = cache_lookup(file_cache(srv), key, uv_now(srv->loop));
+    const struct cache_entry *e = cache_lookup(file_cache(srv), key, server_now_ms(srv));
     if (e == NULL || (gzip_possible && compressible(e->type, static_config_of(srv)->gzip_types)))
         return false;
     struct file f = {.st = e->st, .fd = -1, .body = e->body, .gz_fd = -1};
@@ -543,19 +543,21 @@ static int static_on_request(struct conn *c, const struct request *req)
         free(j);
         return 0;
     }
-    int n = snprintf(j->path, sizeof j->path, "%s/%s", srv->root, j->relative);
+    size_t root_len;
+    const char *root = server_root(srv, &root_len);
+    int n = snprintf(j->path, sizeof j->path, "%s/%s", root, j->relative);
     if (n < 0 || (size_t)n >= sizeof j->path) {
         free(j);
         return 414;
     }
     j->conn = c;
-    j->root = srv->root;
-    j->root_len = srv->root_len;
+    j->root = root;
+    j->root_len = root_len;
     j->want_gz = cfg->gzip_static && j->gzip_possible && !ranged;
     j->want_listing = cfg->listing;
     j->inotify_fd = cached ? cache->inotify_fd : -1;
     j->cache_max = cfg->file_cache_max_file;
-    j->disk = srv->cfg->emulate_disk;
+    j->disk = server_config(srv)->emulate_disk;
     j->cache_gen = cached ? cache_drain(cache) : 0;
     j->f = (struct file){.fd = -1, .gz_fd = -1};
     j->wd = -1;
@@ -565,7 +567,8 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->listing = NULL;
     j->stage = STAGE_NONE;
     struct gateway_cost cost = {.bytes = 0, .remaining = 0, .flow = conn_flow(c)};
-    rc = gateway_submit(&srv->gateway, &j->job, GATEWAY_OPEN, cost, open_work, open_after_work);
+    rc = gateway_submit(server_gateway(srv), &j->job, GATEWAY_OPEN, cost, open_work,
+                        open_after_work);
     if (rc < 0) {
         free(j);
         return 503;
@@ -596,13 +599,9 @@ static void static_reload(struct server *srv, void *state)
         log_warn("file cache off: inotify: %s", strerror(-err));
 }
 
-static void static_stats(const struct server *srv, const void *state, struct buf *out)
+static void static_stats(const struct server *srv, const void *state, struct snapshot *out)
 {
-    const struct cache *fc = state;
-    buf_printf(out,
-               "\"file_cache\":{\"enabled\":%s,\"entries\":%zu,\"bytes\":%zu,\"hits\":%" PRIu64
-               ",\"misses\":%" PRIu64 "},",
-               fc->enabled ? "true" : "false", fc->count, fc->bytes, fc->hits, fc->misses);
+    cache_stats(state, out);
 }
 
 static void static_fini(struct server *srv, void *state)

@@ -1,5 +1,7 @@
 #include "server/pool/budget.h"
 
+#include "server/base/snapshot.h"
+
 static void queue_init(struct budget_queue *q)
 {
     q->head = NULL;
@@ -113,4 +115,40 @@ void budget_set_max(struct budget *b, size_t max)
 {
     b->max = max;
     grant(b);
+}
+
+static const struct snap_def budget_max = {
+    .key = "budget",
+    .metric = "unclog_buffer_memory_budget_bytes",
+    .help = "Request and response buffer memory this worker may hold (max_buffer_memory)."};
+static const struct snap_def budget_held = {
+    .key = "held", .metric = "unclog_buffer_memory_held_bytes", .help = "Buffer memory held now."};
+static const struct snap_def budget_peak = {.key = "peak",
+                                            .metric = "unclog_buffer_memory_peak_bytes",
+                                            .help = "Most buffer memory held at once."};
+static const struct snap_def budget_waiting = {.key = "waiting",
+                                               .metric = "unclog_buffer_memory_waiters",
+                                               .help = "Responses waiting now for buffer memory."};
+static const struct snap_def budget_waits = {.key = "waits",
+                                             .metric = "unclog_buffer_memory_waits_total",
+                                             .kind = SNAP_COUNTER,
+                                             .help =
+                                                 "Responses that had to wait for buffer memory."};
+static const struct snap_def budget_waited = {
+    .key = "waited_ms_total",
+    .metric = "unclog_buffer_memory_wait_seconds_total",
+    .kind = SNAP_COUNTER,
+    .unit = SNAP_MS,
+    .help = "Time responses spent waiting for buffer memory."};
+
+void budget_stats(const struct budget *b, struct snapshot *s)
+{
+    snap_open(s, "memory", NULL);
+    snap_add(s, &budget_max, b->max);
+    snap_add(s, &budget_held, b->held);
+    snap_add(s, &budget_peak, b->peak);
+    snap_add(s, &budget_waiting, b->waiting);
+    snap_add(s, &budget_waits, b->waits);
+    snap_add(s, &budget_waited, b->waited_ms);
+    snap_close(s);
 }

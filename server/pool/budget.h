@@ -61,4 +61,10 @@ void budget_cancel(struct budget *b, struct budget_waiter *w);
 /* A reload: the new MAX applies to what comes and to who waits. */
 void budget_set_max(struct budget *b, size_t max);
 
+struct snapshot;
+
+/* Appends the budget's figures to S ("memory": the budget, what is held
+ * now and at most, who waits and waited, for how long). */
+void budget_stats(const struct budget *b, struct snapshot *s);
+
 #endif

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "server/base/snapshot.h"
 #include "server/base/util.h"
 
 static const char *const class_names[GATEWAY_NCLASSES] = {"open", "read", "gzip", "list", "fill"};
@@ -46,8 +47,6 @@ static void count(struct gateway *gw, struct gateway_job *job, int status)
     uint64_t now = uv_now(gw->loop);
     s->completed++;
     s->cost_total += job->item.cost;
-    s->queued_us_total += queued;
-    s->running_us_total += running;
     if (queued > s->queued_us_max)
         s->queued_us_max = queued;
     if (running > s->running_us_max)
@@ -198,4 +197,169 @@ bool gateway_short_waiting(const struct gateway *gw)
 const char *gateway_class_name(enum gateway_class cls)
 {
     return class_names[cls];
+}
+
+/* The scheduler's figures. Its mode is /stats' alone: /metrics has it as
+ * unclog_setting_info{key="scheduler"}, with the other live settings. */
+static const struct snap_def sched_mode_def = {.key = "mode", .kind = SNAP_INFO};
+static const struct snap_def sched_short_max = {
+    .key = "short_max_bytes",
+    .metric = "unclog_scheduler_short_max_bytes",
+    .help = "The most bytes a response may have left for its threadpool jobs to be short."};
+static const struct snap_def sched_bulk_max = {
+    .key = "bulk_max",
+    .metric = "unclog_scheduler_bulk_jobs_max",
+    .help = "The most threads bulk jobs may hold now under the fair scheduler: fewer than the "
+            "threads, and no more than the CPUs while bulk work is CPU-bound."};
+static const struct snap_def sched_bulk_cpu = {
+    .key = "bulk_cpu_permille",
+    .metric = "unclog_scheduler_bulk_cpu_ratio",
+    .unit = SNAP_PERMILLE,
+    .help = "CPU time per wall time of recent bulk jobs, smoothed: below 0.5 they wait on the "
+            "disk, and bulk may hold every thread but the reserve."};
+static const struct snap_def sched_running = {.key = "running",
+                                              .metric = "unclog_scheduler_jobs_running",
+                                              .help = "Threadpool jobs running now."};
+static const struct snap_def sched_running_bulk = {.key = "running_bulk",
+                                                   .metric = "unclog_scheduler_bulk_jobs_running",
+                                                   .help = "Bulk threadpool jobs running now."};
+static const char waiting_help[] = "Threadpool jobs waiting for a thread now: short (their "
+                                   "response has at most unclog_scheduler_short_max_bytes left) "
+                                   "or bulk.";
+static const struct snap_def sched_waiting_short = {.key = "waiting_short",
+                                                    .metric = "unclog_scheduler_jobs_waiting",
+                                                    .labels = "kind=\"short\"",
+                                                    .help = waiting_help};
+static const struct snap_def sched_waiting_bulk = {.key = "waiting_bulk",
+                                                   .metric = "unclog_scheduler_jobs_waiting",
+                                                   .labels = "kind=\"bulk\"",
+                                                   .help = waiting_help};
+static const char started_help[] = "Threadpool jobs started, short or bulk.";
+static const struct snap_def sched_short_started = {.key = "short_started",
+                                                    .metric = "unclog_scheduler_jobs_started_total",
+                                                    .kind = SNAP_COUNTER,
+                                                    .labels = "kind=\"short\"",
+                                                    .help = started_help};
+static const struct snap_def sched_bulk_started = {.key = "bulk_started",
+                                                   .metric = "unclog_scheduler_jobs_started_total",
+                                                   .kind = SNAP_COUNTER,
+                                                   .labels = "kind=\"bulk\"",
+                                                   .help = started_help};
+static const struct snap_def sched_bulk_over_short = {
+    .key = "bulk_over_short",
+    .metric = "unclog_scheduler_bulk_over_short_total",
+    .kind = SNAP_COUNTER,
+    .help = "Bulk jobs started while short work waited, not by the no-starvation bound (0 under "
+            "the fair scheduler)."};
+static const struct snap_def sched_streak_breaks = {
+    .key = "streak_breaks",
+    .metric = "unclog_scheduler_streak_breaks_total",
+    .kind = SNAP_COUNTER,
+    .help = "Bulk jobs started by the no-starvation bound, after a streak of short ones."};
+
+static void sched_stats(const struct gateway *gw, struct snapshot *s)
+{
+    const struct sched *sc = &gw->sched;
+    snap_open(s, "scheduler", NULL);
+    snap_add_text(s, &sched_mode_def, NULL, sc->mode == SCHED_MODE_FAIR ? "fair" : "fifo");
+    snap_add(s, &sched_short_max, SCHED_SHORT_BYTES);
+    snap_add(s, &sched_bulk_max, sc->bulk_max);
+    snap_add(s, &sched_bulk_cpu, gw->bulk_cpu_permille);
+    snap_add(s, &sched_running, sc->running);
+    snap_add(s, &sched_running_bulk, sc->running_bulk);
+    snap_add(s, &sched_waiting_short, sc->waiting_short);
+    snap_add(s, &sched_waiting_bulk, sc->waiting_bulk);
+    snap_add(s, &sched_short_started, sc->counters.short_started);
+    snap_add(s, &sched_bulk_started, sc->counters.bulk_started);
+    snap_add(s, &sched_bulk_over_short, sc->counters.bulk_over_short);
+    snap_add(s, &sched_streak_breaks, sc->counters.streak_breaks);
+    snap_close(s);
+}
+
+/* Each class's figures, in an object labelled class="open" (and so on). */
+static const struct snap_def job_submitted = {.key = "submitted",
+                                              .metric = "unclog_jobs_submitted_total",
+                                              .kind = SNAP_COUNTER,
+                                              .help = "Threadpool jobs submitted, by class."};
+static const struct snap_def job_completed = {.key = "completed",
+                                              .metric = "unclog_jobs_completed_total",
+                                              .kind = SNAP_COUNTER,
+                                              .help = "Threadpool jobs completed, by class."};
+static const struct snap_def job_cancelled = {
+    .key = "cancelled",
+    .metric = "unclog_jobs_cancelled_total",
+    .kind = SNAP_COUNTER,
+    .help = "Threadpool jobs cancelled before they started, by class."};
+static const struct snap_def job_in_flight = {
+    .key = "in_flight",
+    .metric = "unclog_jobs_in_flight",
+    .help = "Threadpool jobs submitted and not yet completed or cancelled, by class."};
+static const struct snap_def job_cost = {
+    .key = "cost_bytes",
+    .metric = "unclog_job_cost_bytes_total",
+    .kind = SNAP_COUNTER,
+    .help = "Cost in bytes of completed threadpool jobs, by class, as the scheduler weighs them: "
+            "the bytes a job reads or deflates."};
+static const struct snap_def job_queued = {
+    .key = "queued_us_total",
+    .metric = "unclog_job_queue_wait_seconds",
+    .kind = SNAP_HISTOGRAM,
+    .unit = SNAP_US,
+    .help = "Time completed threadpool jobs waited for a thread, by class."};
+static const struct snap_def job_queued_max = {
+    .key = "queued_us_max",
+    .metric = "unclog_job_queue_wait_max_seconds",
+    .unit = SNAP_US,
+    .help = "The longest a completed threadpool job waited for a thread, by class."};
+static const struct snap_def job_running = {
+    .key = "running_us_total",
+    .metric = "unclog_job_run_seconds",
+    .kind = SNAP_HISTOGRAM,
+    .unit = SNAP_US,
+    .help = "Time completed threadpool jobs ran on their thread, by class."};
+static const struct snap_def job_running_max = {
+    .key = "running_us_max",
+    .metric = "unclog_job_run_max_seconds",
+    .unit = SNAP_US,
+    .help = "The longest a completed threadpool job ran on its thread, by class."};
+/* The recent window (about 1 s), what a dashboard shows: /stats' alone.
+ * Prometheus takes rates and quantiles over windows of its own from the
+ * cumulative counters and histograms. */
+static const struct snap_def job_recent[] = {
+    {.key = "jobs"},           {.key = "queued_us_p50"},  {.key = "queued_us_p99"},
+    {.key = "queued_us_max"},  {.key = "running_us_p50"}, {.key = "running_us_p99"},
+    {.key = "running_us_max"},
+};
+
+static void class_stats(const struct gateway_class_stats *st, uint64_t now, struct snapshot *s)
+{
+    snap_add(s, &job_submitted, st->submitted);
+    snap_add(s, &job_completed, st->completed);
+    snap_add(s, &job_cancelled, st->cancelled);
+    snap_add(s, &job_in_flight, st->submitted - st->completed - st->cancelled);
+    snap_add(s, &job_cost, st->cost_total);
+    snap_add_hist(s, &job_queued, &st->queued_total);
+    snap_add(s, &job_queued_max, st->queued_us_max);
+    snap_add_hist(s, &job_running, &st->running_total);
+    snap_add(s, &job_running_max, st->running_us_max);
+    struct hist_summary q, r;
+    hist_summary(&st->queued, now, &q);
+    hist_summary(&st->running, now, &r);
+    const uint64_t recent[] = {q.count, q.p50, q.p99, q.max, r.p50, r.p99, r.max};
+    snap_open(s, "recent", NULL);
+    for (size_t i = 0; i < ARRAY_SIZE(recent); i++)
+        snap_add(s, &job_recent[i], recent[i]);
+    snap_close(s);
+}
+
+void gateway_stats(const struct gateway *gw, struct snapshot *s)
+{
+    sched_stats(gw, s);
+    snap_open(s, "jobs", NULL);
+    for (int i = 0; i < GATEWAY_NCLASSES; i++) {
+        snap_open(s, class_names[i], "class");
+        class_stats(&gw->stats[i], uv_now(gw->loop), s);
+        snap_close(s);
+    }
+    snap_close(s);
 }

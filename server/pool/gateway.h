@@ -64,8 +64,7 @@ struct gateway_job {
 struct gateway_class_stats {
     uint64_t submitted, completed, cancelled;
     uint64_t cost_total; /* the cost of the jobs completed */
-    uint64_t queued_us_total, queued_us_max;
-    uint64_t running_us_total, running_us_max;
+    uint64_t queued_us_max, running_us_max;
     struct hist queued, running;                   /* the recent window */
     struct hist_total queued_total, running_total; /* since the start */
 };
@@ -121,6 +120,13 @@ int gateway_cancel(struct gateway_job *job);
 
 /* Whether short work is waiting for a thread (partition = auto). */
 bool gateway_short_waiting(const struct gateway *gw);
+
+struct snapshot;
+
+/* Appends the scheduler's figures ("scheduler": its mode, threads running,
+ * jobs waiting, short and bulk starts) and each class's job counters and
+ * times ("jobs") to S. */
+void gateway_stats(const struct gateway *gw, struct snapshot *s);
 
 /* "open", "read", "gzip", "list", "fill". */
 const char *gateway_class_name(enum gateway_class cls);

@@ -63,6 +63,20 @@ FAMILIES = {
     "unclog_scheduler_jobs_started_total": "counter",
     "unclog_scheduler_bulk_over_short_total": "counter",
     "unclog_scheduler_streak_breaks_total": "counter",
+    "unclog_scheduler_short_max_bytes": "gauge",
+    "unclog_scheduler_bulk_jobs_max": "gauge",
+    "unclog_scheduler_bulk_jobs_running": "gauge",
+    "unclog_scheduler_bulk_cpu_ratio": "gauge",
+    "unclog_jobs_in_flight": "gauge",
+    "unclog_job_queue_wait_max_seconds": "gauge",
+    "unclog_job_run_max_seconds": "gauge",
+    "unclog_http_small_response_max_bytes": "gauge",
+    "unclog_admin_enabled": "gauge",
+    "unclog_file_cache_enabled": "gauge",
+    "unclog_file_cache_entries": "gauge",
+    "unclog_file_cache_bytes": "gauge",
+    "unclog_file_cache_hits_total": "counter",
+    "unclog_file_cache_misses_total": "counter",
 }
 
 # ------------------------------------------------------------ parsing -----
@@ -289,6 +303,8 @@ def test_counters(srv):
     is_(settings, {"partition": "4k", "gzip_partition": "64k", "scheduler": "fair",
                    "emulate_disk": "off", "gzip_files": "on", "gzip_static": "on",
                    "file_cache": "off"}, "setting_info: every live key, as configured")
+    is_((m1.get("unclog_file_cache_enabled"), m1.get("unclog_file_cache_hits_total")), (0, 0),
+        "file_cache off: file_cache_enabled 0, no hit")
     is_((m1.get("unclog_threads"), m1.get("unclog_partition_bytes"),
          m1.get("unclog_gzip_partition_bytes")), (3, PARTITION, GZIP_PARTITION),
         "threads 3, partition_bytes 4096, gzip_partition_bytes 65536")

@@ -1,0 +1,219 @@
+/* What the server shows of itself: its figures in a snapshot, gathered
+ * from each component in the order /stats lists them. /stats and /metrics
+ * render the same snapshot (server/base/snapshot.h). */
+#include <string.h>
+#include <unistd.h>
+
+#include "server/base/snapshot.h"
+#include "server/base/util.h"
+#include "server/server.h"
+#include "server/module.h"
+
+/* ---- identity ---------------------------------------------------------- */
+
+static const struct snap_def version_def = {.key = "version",
+                                            .metric = "unclog_build_info",
+                                            .kind = SNAP_INFO,
+                                            .text_label = "version",
+                                            .help = "The server's version; always 1."};
+static const struct snap_def worker_def = {
+    .key = "worker",
+    .metric = "unclog_worker",
+    .help = "The worker process that answered: 1..N with workers > 1, 0 alone. Every other figure "
+            "is that worker's own."};
+/* /stats' alone: it names the process, it measures nothing; Prometheus
+ * names its target by address (and unclog_worker tells workers apart). */
+static const struct snap_def pid_def = {.key = "pid"};
+static const struct snap_def uptime_def = {.key = "uptime_ms",
+                                           .metric = "unclog_uptime_seconds",
+                                           .unit = SNAP_MS,
+                                           .help = "Time since this worker started."};
+
+/* ---- settings ---------------------------------------------------------- */
+
+static const struct snap_def threads_def = {.key = "threads",
+                                            .metric = "unclog_threads",
+                                            .help = "Threadpool threads (the threads setting)."};
+static const struct snap_def partition_def = {
+    .key = "partition",
+    .metric = "unclog_partition_bytes",
+    .help = "Bytes per threadpool read of a file (partition); 0 when it is whole (one read per "
+            "file) or auto (pieces of unclog_partition_min_bytes while short work waits, else "
+            "unclog_partition_max_bytes)."};
+static const struct snap_def partition_min_def = {
+    .key = "partition_min",
+    .metric = "unclog_partition_min_bytes",
+    .help = "partition = auto: the piece size while short work waits (partition_min)."};
+static const struct snap_def partition_max_def = {
+    .key = "partition_max",
+    .metric = "unclog_partition_max_bytes",
+    .help = "partition = auto: the piece size while no short work waits (partition_max)."};
+/* /stats' alone: /metrics has it as unclog_setting_info{key="emulate_disk"}. */
+static const struct snap_def emulate_disk_def = {.key = "emulate_disk", .kind = SNAP_INFO};
+static const struct snap_def setting_changed_def = {
+    .metric = "unclog_setting_changed_uptime_seconds",
+    .unit = SNAP_MS,
+    .name_label = "key",
+    .help = "The uptime at which a live setting last changed (POST /settings or a reload); "
+            "only settings that changed."};
+static const struct snap_def setting_def = {
+    .metric = "unclog_setting_info",
+    .kind = SNAP_INFO,
+    .name_label = "key",
+    .text_label = "value",
+    .help = "A setting that can change while the server runs, with its value as the config file "
+            "spells it; always 1."};
+
+static void config_stats(const struct config *cfg, struct snapshot *s)
+{
+    snap_add(s, &threads_def, cfg->threads);
+    snap_add_size(s, &partition_def, cfg->partition);
+    snap_add(s, &partition_min_def, cfg->partition_min);
+    snap_add(s, &partition_max_def, cfg->partition_max);
+    char disk[SNAP_TEXT_MAX];
+    config_get(cfg, "emulate_disk", disk, sizeof disk);
+    snap_add_text(s, &emulate_disk_def, NULL, disk);
+}
+
+/* The live settings, as the config file spells them, and when each last
+ * changed: the one place /stats and /metrics read the list of live keys. */
+static void live_settings_stats(const struct server *srv, struct snapshot *s)
+{
+    const struct config_key *k;
+    snap_open(s, "settings_changed_ms", NULL);
+    for (size_t i = 0; (k = config_key_at(srv->cfg, i)) != NULL; i++) {
+        if (srv->live_changed[i])
+            snap_add_named(s, &setting_changed_def, k->name, srv->live_changed_ms[i]);
+    }
+    snap_close(s);
+    snap_open(s, "settings", NULL);
+    for (size_t i = 0; (k = config_key_at(srv->cfg, i)) != NULL; i++) {
+        char value[SNAP_TEXT_MAX];
+        if (k->when != CONFIG_LIVE)
+            continue;
+        config_get(srv->cfg, k->name, value, sizeof value);
+        snap_add_text(s, &setting_def, k->name, value);
+    }
+    snap_close(s);
+}
+
+/* ---- requests and responses -------------------------------------------- */
+
+static const struct snap_def bytes_sent_def = {
+    .key = "bytes_sent",
+    .metric = "unclog_http_response_body_bytes_total",
+    .kind = SNAP_COUNTER,
+    .help = "Response body bytes handed to the kernel, counted as each piece goes (heads not "
+            "included)."};
+static const struct snap_def small_max_def = {
+    .key = "small_max_bytes",
+    .metric = "unclog_http_small_response_max_bytes",
+    .help = "The largest response body counted as small by unclog_http_request_duration_seconds."};
+static const struct snap_def duration_def = {
+    .metric = "unclog_http_request_duration_seconds",
+    .kind = SNAP_HISTOGRAM,
+    .unit = SNAP_US,
+    .help = "Time from a request's first byte to its response's last byte handed to the kernel, by "
+            "response body size: small (at most unclog_http_small_response_max_bytes) or large. "
+            "Not /stats, /metrics and /settings themselves."};
+/* The recent window (about 1 s): /stats' alone, as the jobs' (gateway.c).
+ * /stats has no cumulative latency: duration_def is /metrics' alone. */
+static const struct snap_def latency_recent[] = {
+    {.key = "requests"}, {.key = "p50_us"}, {.key = "p99_us"}, {.key = "max_us"}};
+/* /stats' alone: in /metrics, the sum of unclog_http_responses_total. */
+static const struct snap_def requests_def = {.key = "requests"};
+static const struct snap_def responses_def = {
+    .metric = "unclog_http_responses_total",
+    .kind = SNAP_COUNTER,
+    .name_label = "code",
+    .help = "Responses completed, by route (its path; static for the files' fallback; none for a "
+            "request refused before routing) and status class."};
+static const char *const status_classes[5] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+
+static void latency_stats(const struct server *srv, struct snapshot *s)
+{
+    static const char *const sizes[SERVER_SIZES] = {"small", "large"};
+    snap_open(s, "latency", NULL);
+    snap_add(s, &small_max_def, SERVER_SMALL_MAX);
+    for (int i = 0; i < SERVER_SIZES; i++) {
+        struct hist_summary h;
+        hist_summary(&srv->latency[i], uv_now(srv->loop), &h);
+        const uint64_t recent[] = {h.count, h.p50, h.p99, h.max};
+        snap_open(s, sizes[i], "size");
+        for (size_t k = 0; k < ARRAY_SIZE(recent); k++)
+            snap_add(s, &latency_recent[k], recent[k]);
+        snap_add_hist(s, &duration_def, &srv->latency_total[i]);
+        snap_close(s);
+    }
+    snap_close(s);
+}
+
+/* Responses per route and status class. A route whose label an earlier one
+ * has (a second route of one path, a second fallback) is never chosen by
+ * server_route, so it has nothing to count and no member of its own. */
+static void responses_stats(const struct server *srv, struct snapshot *s)
+{
+    snap_add(s, &requests_def, srv->requests);
+    snap_open(s, "responses", NULL);
+    for (unsigned i = 0; i < srv->nroute_rows; i++) {
+        const struct route_row *row = &srv->route_rows[i];
+        bool seen = false;
+        for (unsigned j = 0; j < i && !seen; j++)
+            seen = strcmp(srv->route_rows[j].label, row->label) == 0;
+        if (seen)
+            continue;
+        snap_open(s, row->label, "route");
+        for (unsigned cls = 0; cls < 5; cls++)
+            snap_add_named(s, &responses_def, status_classes[cls], row->by_class[cls]);
+        snap_close(s);
+    }
+    snap_close(s);
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+static const struct snap_def conn_active = {
+    .key = "active", .metric = "unclog_connections_active", .help = "Connections open now."};
+static const struct snap_def conn_accepted = {.key = "accepted",
+                                              .metric = "unclog_connections_accepted_total",
+                                              .kind = SNAP_COUNTER,
+                                              .help = "Connections accepted."};
+static const struct snap_def conn_refused = {
+    .key = "refused",
+    .metric = "unclog_connections_refused_total",
+    .kind = SNAP_COUNTER,
+    .help = "Connections refused with 503 because max_connections were open."};
+static const struct snap_def conn_max = {
+    .key = "max",
+    .metric = "unclog_connections_max",
+    .help = "Connections served at once (max_connections); beyond, a new one is refused."};
+
+static void connections_stats(const struct server *srv, struct snapshot *s)
+{
+    snap_open(s, "connections", NULL);
+    snap_add(s, &conn_active, srv->active);
+    snap_add(s, &conn_accepted, srv->accepted);
+    snap_add(s, &conn_refused, srv->refused);
+    snap_add(s, &conn_max, srv->cfg->max_connections);
+    snap_close(s);
+}
+
+void server_snapshot(const struct server *srv, struct snapshot *s)
+{
+    snap_add_text(s, &version_def, NULL, UNCLOG_VERSION);
+    snap_add(s, &worker_def, srv->worker);
+    snap_add(s, &pid_def, (uint64_t)getpid());
+    config_stats(srv->cfg, s);
+    live_settings_stats(srv, s);
+    snap_add(s, &bytes_sent_def, srv->bytes_sent);
+    latency_stats(srv, s);
+    snap_add(s, &uptime_def, uv_now(srv->loop) - srv->started_ms);
+    connections_stats(srv, s);
+    budget_stats(&srv->budget, s);
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        if (srv->modules[i]->stats != NULL)
+            srv->modules[i]->stats(srv, srv->module_state[i], s);
+    }
+    responses_stats(srv, s);
+    gateway_stats(&srv->gateway, s);
+}

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+# One snapshot, two renderers: /stats and /metrics show the same figures.
+# After known traffic (the file cache on and hit, a live setting changed, a
+# gzip body, a 404), GET /stats then GET /metrics on one quiet connection.
+# Every leaf of /stats has its /metrics counterpart by RULES below, or is in
+# STATS_ONLY with the reason; every /metrics family is the counterpart of
+# some leaf, or is in METRICS_ONLY with the reason. Their values agree: only
+# the /stats answer itself moved between the two fetches (one request, a
+# /stats 2xx, its body's bytes), and the uptime grew.
+import json
+import re
+import shutil
+import subprocess
+from decimal import Decimal
+from fnmatch import fnmatchcase
+
+from harness import KiB, Server, is_, ok, poll, random_bytes, run, skip_test, text_bytes
+
+FILES = {"small.txt": b"small", "mid.bin": random_bytes(100 * KiB, 18),
+         "text.txt": text_bytes(30 * KiB + 1)}
+BODY = text_bytes(100 * KiB + 1)
+MS, US = Decimal(1000), Decimal(10 ** 6)
+
+
+def num(metric, scale=1, **labels):
+    return {"metric": metric, "labels": labels, "scale": Decimal(scale)}
+
+
+def info(metric, text_label, **labels):
+    """A string of /stats: the label TEXT_LABEL of a sample of 1."""
+    return {"metric": metric, "labels": labels, "text": text_label}
+
+
+def total(metric):
+    """A count of /stats that /metrics leaves to a sum over every series."""
+    return {"metric": metric, "labels": None, "scale": Decimal(1)}
+
+
+# (/stats path, with * for one member: counterpart in /metrics, given the
+# members * stood for).
+RULES = [
+    ("version", lambda: info("unclog_build_info", "version")),
+    ("worker", lambda: num("unclog_worker")),
+    ("threads", lambda: num("unclog_threads")),
+    ("partition", lambda: num("unclog_partition_bytes")),
+    ("partition_min", lambda: num("unclog_partition_min_bytes")),
+    ("partition_max", lambda: num("unclog_partition_max_bytes")),
+    ("gzip_partition", lambda: num("unclog_gzip_partition_bytes")),
+    ("emulate_disk", lambda: info("unclog_setting_info", "value", key="emulate_disk")),
+    ("admin", lambda: num("unclog_admin_enabled")),
+    ("settings_changed_ms.*", lambda k: num("unclog_setting_changed_uptime_seconds", MS, key=k)),
+    ("settings.*", lambda k: info("unclog_setting_info", "value", key=k)),
+    ("bytes_sent", lambda: num("unclog_http_response_body_bytes_total")),
+    ("latency.small_max_bytes", lambda: num("unclog_http_small_response_max_bytes")),
+    ("uptime_ms", lambda: num("unclog_uptime_seconds", MS)),
+    ("connections.active", lambda: num("unclog_connections_active")),
+    ("connections.accepted", lambda: num("unclog_connections_accepted_total")),
+    ("connections.refused", lambda: num("unclog_connections_refused_total")),
+    ("connections.max", lambda: num("unclog_connections_max")),
+    ("memory.budget", lambda: num("unclog_buffer_memory_budget_bytes")),
+    ("memory.held", lambda: num("unclog_buffer_memory_held_bytes")),
+    ("memory.peak", lambda: num("unclog_buffer_memory_peak_bytes")),
+    ("memory.waiting", lambda: num("unclog_buffer_memory_waiters")),
+    ("memory.waits", lambda: num("unclog_buffer_memory_waits_total")),
+    ("memory.waited_ms_total", lambda: num("unclog_buffer_memory_wait_seconds_total", MS)),
+    ("file_cache.enabled", lambda: num("unclog_file_cache_enabled")),
+    ("file_cache.entries", lambda: num("unclog_file_cache_entries")),
+    ("file_cache.bytes", lambda: num("unclog_file_cache_bytes")),
+    ("file_cache.hits", lambda: num("unclog_file_cache_hits_total")),
+    ("file_cache.misses", lambda: num("unclog_file_cache_misses_total")),
+    ("requests", lambda: total("unclog_http_responses_total")),
+    ("responses.*.*", lambda r, c: num("unclog_http_responses_total", route=r, code=c)),
+    ("scheduler.mode", lambda: info("unclog_setting_info", "value", key="scheduler")),
+    ("scheduler.short_max_bytes", lambda: num("unclog_scheduler_short_max_bytes")),
+    ("scheduler.bulk_max", lambda: num("unclog_scheduler_bulk_jobs_max")),
+    ("scheduler.bulk_cpu_permille", lambda: num("unclog_scheduler_bulk_cpu_ratio", MS)),
+    ("scheduler.running", lambda: num("unclog_scheduler_jobs_running")),
+    ("scheduler.running_bulk", lambda: num("unclog_scheduler_bulk_jobs_running")),
+    ("scheduler.waiting_short", lambda: num("unclog_scheduler_jobs_waiting", kind="short")),
+    ("scheduler.waiting_bulk", lambda: num("unclog_scheduler_jobs_waiting", kind="bulk")),
+    ("scheduler.short_started",
+     lambda: num("unclog_scheduler_jobs_started_total", kind="short")),
+    ("scheduler.bulk_started", lambda: num("unclog_scheduler_jobs_started_total", kind="bulk")),
+    ("scheduler.bulk_over_short", lambda: num("unclog_scheduler_bulk_over_short_total")),
+    ("scheduler.streak_breaks", lambda: num("unclog_scheduler_streak_breaks_total")),
+    ("jobs.*.submitted", lambda c: num("unclog_jobs_submitted_total", **{"class": c})),
+    ("jobs.*.completed", lambda c: num("unclog_jobs_completed_total", **{"class": c})),
+    ("jobs.*.cancelled", lambda c: num("unclog_jobs_cancelled_total", **{"class": c})),
+    ("jobs.*.in_flight", lambda c: num("unclog_jobs_in_flight", **{"class": c})),
+    ("jobs.*.cost_bytes", lambda c: num("unclog_job_cost_bytes_total", **{"class": c})),
+    ("jobs.*.queued_us_total",
+     lambda c: num("unclog_job_queue_wait_seconds_sum", US, **{"class": c})),
+    ("jobs.*.queued_us_max",
+     lambda c: num("unclog_job_queue_wait_max_seconds", US, **{"class": c})),
+    ("jobs.*.running_us_total", lambda c: num("unclog_job_run_seconds_sum", US, **{"class": c})),
+    ("jobs.*.running_us_max", lambda c: num("unclog_job_run_max_seconds", US, **{"class": c})),
+]
+
+# What /stats has and /metrics deliberately has not.
+STATS_ONLY = [
+    ("pid", "it names the process and measures nothing: Prometheus names its target by "
+            "address, and unclog_worker tells workers apart"),
+    ("latency.*.requests", "the recent window (about 1 s): Prometheus takes rates and "
+                           "quantiles from unclog_http_request_duration_seconds"),
+    ("latency.*.p50_us", "the recent window, as latency.*.requests"),
+    ("latency.*.p99_us", "the recent window, as latency.*.requests"),
+    ("latency.*.max_us", "the recent window, as latency.*.requests"),
+    ("jobs.*.recent.*", "the recent window: Prometheus takes rates and quantiles from "
+                        "unclog_job_queue_wait_seconds and unclog_job_run_seconds"),
+]
+
+# /metrics families no /stats leaf stands for, and why.
+METRICS_ONLY = {
+    "unclog_http_request_duration_seconds": "the cumulative histogram of request latency; "
+                                            "/stats shows its recent window (latency.small, "
+                                            "latency.large)",
+}
+
+SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    """({(name, sorted label pairs): Decimal}, {family: type})."""
+    samples, families = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            families[name] = kind
+            continue
+        m = SAMPLE_RE.match(line)
+        if m:
+            labels = tuple(sorted(LABEL_RE.findall(m.group(2) or "")))
+            samples[(m.group(1), labels)] = Decimal(m.group(3).replace("+Inf", "Infinity"))
+    return samples, families
+
+
+def leaves(obj, path=()):
+    """Every (path, value) of a JSON object's leaves."""
+    for k, v in obj.items():
+        if isinstance(v, dict):
+            yield from leaves(v, path + (k,))
+        else:
+            yield path + (k,), v
+
+
+def match(pattern, path):
+    """The members * stood for when PATH matches PATTERN, else None."""
+    parts = pattern.split(".")
+    if len(parts) != len(path) or not all(fnmatchcase(p, q) for p, q in zip(path, parts)):
+        return None
+    return [p for p, q in zip(path, parts) if q == "*"]
+
+
+def family_of(name, families):
+    for suffix in ("_sum", "_count", "_bucket"):
+        if name.endswith(suffix) and families.get(name[:-len(suffix)]) == "histogram":
+            return name[:-len(suffix)]
+    return name
+
+
+def moved(path, stats_len):
+    """How far a /stats counter moved before /metrics read it: the /stats answer
+    itself counts as a request, a 2xx of its route and its body's bytes."""
+    if path in (("requests",), ("responses", "/stats", "2xx")):
+        return 1
+    return stats_len if path == ("bytes_sent",) else 0
+
+
+def counterpart(path, value, samples, stats_len):
+    """(the /metrics value found, the value /stats implies, the family) for
+    one leaf, or None when no rule covers it."""
+    for pattern, rule in RULES:
+        args = match(pattern, path)
+        if args is None:
+            continue
+        r = rule(*args)
+        metric = r["metric"]
+        if "text" in r:
+            labels = tuple(sorted(dict(r["labels"], **{r["text"]: value}).items()))
+            return samples.get((metric, labels)), Decimal(1), metric
+        if r["labels"] is None:
+            got = sum(v for (n, _), v in samples.items() if n == metric)
+        else:
+            got = samples.get((metric, tuple(sorted(r["labels"].items()))))
+        if isinstance(value, str):  # a size setting spelled whole or auto
+            value = 0
+        want = (Decimal(int(value)) + moved(path, stats_len)) / r["scale"]
+        return got, want, metric
+    return None
+
+
+def stats_only(path):
+    return next((why for pattern, why in STATS_ONLY if match(pattern, path) is not None), None)
+
+
+def traffic(srv):
+    """Known work: cache fills and hits, a miss too big for it, a HEAD, a 404,
+    a gzip body, a gzip-encoded file and a live setting changed."""
+    with srv.conn() as conn:
+        for _ in range(2):
+            for name, data in FILES.items():
+                is_(conn.roundtrip("GET", "/" + name).body, data, "GET /%s" % name)
+        is_(conn.roundtrip("HEAD", "/small.txt").status, 200, "HEAD /small.txt")
+        is_(conn.roundtrip("GET", "/missing.txt").status, 404, "GET /missing.txt")
+        r = conn.roundtrip("GET", "/text.txt", headers={"Accept-Encoding": "gzip"})
+        is_(r.status, 200, "GET /text.txt, gzip-encoded")
+        is_(conn.roundtrip("POST", "/gzip", body=BODY).status, 200, "POST /gzip of 100 KiB + 1")
+        r = conn.roundtrip("POST", "/settings", body=b"partition=64k",
+                           headers={"Content-Type": "application/x-www-form-urlencoded"})
+        is_(r.status, 200, "POST /settings partition=64k")
+
+
+def quiet_pair(srv):
+    """/stats then /metrics on one connection, once it is the only one open
+    and no job is in flight: nothing but these two answers runs between."""
+    with srv.conn() as conn:
+        def quiet():
+            r = conn.roundtrip("GET", "/stats")
+            st = json.loads(r.body)
+            return (st["connections"]["active"] == 1 and
+                    all(j["in_flight"] == 0 for j in st["jobs"].values()))
+        ok(poll(quiet), "the server is quiet: one connection, no job in flight")
+        st = conn.roundtrip("GET", "/stats")
+        m = conn.roundtrip("GET", "/metrics")
+    return st, m
+
+
+def main():
+    args = ["--threads", "3", "--partition", "4k", "--file-cache", "on", "--admin", "on"]
+    with Server(files=FILES, args=args) as srv:
+        traffic(srv)
+        st_resp, m_resp = quiet_pair(srv)
+    is_((st_resp.status, m_resp.status), (200, 200), "GET /stats and GET /metrics: 200")
+    st = json.loads(st_resp.body)
+    samples, families = parse_metrics(m_resp.body.decode())
+    ok(st["file_cache"]["hits"] > 0 and st["jobs"]["read"]["completed"] > 0 and
+       "partition" in st["settings_changed_ms"],
+       "the traffic shows: file-cache hits, reads, a setting changed", repr(st["file_cache"]))
+
+    unmatched, wrong, used = [], [], set()
+    for path, value in leaves(st):
+        name = ".".join(path)
+        found = counterpart(path, value, samples, len(st_resp.body))
+        if found is None:
+            if stats_only(path) is None:
+                unmatched.append(name)
+            continue
+        got, want, metric = found
+        used.add(metric)
+        if path == ("uptime_ms",):
+            ok(got is not None and got >= want, "uptime_seconds (%s) >= /stats' uptime_ms (%s)"
+               % (got, want))
+        elif got != want:
+            wrong.append("%s = %r: /metrics %s, expected %s" % (name, value, got, want))
+    is_(unmatched, [], "every leaf of /stats has its /metrics counterpart (or is in STATS_ONLY)")
+    is_(wrong, [], "and every counterpart has its value: only the /stats answer moved between")
+
+    fams = {family_of(n, families) for (n, _) in samples} | set(families)
+    alone = sorted(f for f in fams if family_of(f, families) not in
+                   {family_of(u, families) for u in used} and f not in METRICS_ONLY)
+    is_(alone, [], "every /metrics family stands for some /stats leaf (or is in METRICS_ONLY)")
+    for pattern, why in STATS_ONLY:
+        ok(any(match(pattern, p) is not None for p, _ in leaves(st)), "/stats only: %s (%s)" % (pattern, why))
+    for fam, why in METRICS_ONLY.items():
+        ok(fam in families, "/metrics only: %s (%s)" % (fam, why))
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        skip_test("promtool check metrics", "promtool is not installed")
+    else:
+        p = subprocess.run([promtool, "check", "metrics"], input=m_resp.body,
+                           capture_output=True, timeout=30)
+        is_((p.returncode, (p.stdout + p.stderr).decode().strip()), (0, ""),
+            "promtool check metrics: the file cache's and a changed setting's families pass")
+
+
+run(main)
