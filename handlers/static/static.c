@@ -38,7 +38,7 @@ enum stage { STAGE_NONE, STAGE_LIST, STAGE_FILL };
 
 /* One open+fstat (and FILE.gz where asked) on the pool, then where needed one
  * more job of its own class: a directory listing (list), or the body of a
- * small file for the cache (fill). Owned by the handler from the first
+ * small file for the cache (cache). Owned by the handler from the first
  * submit to the last done; holds its connection. */
 struct open_job {
     struct gateway_job job;
@@ -470,7 +470,7 @@ static bool next_stage(struct open_job *j, struct server *srv)
     /* A directory's own size grows with its entries: the listing's cost. */
     uint64_t size = (uint64_t)j->f.st.st_size;
     struct gateway_cost cost = {.bytes = size, .remaining = size, .flow = conn_flow(j->conn)};
-    int rc = gateway_submit(server_gateway(srv), &j->job, list ? GATEWAY_LIST : GATEWAY_FILL, cost,
+    int rc = gateway_submit(server_gateway(srv), &j->job, list ? GATEWAY_LIST : GATEWAY_CACHE, cost,
                             list ? list_work : fill_work, open_after_work);
     if (rc < 0 && list)
         j->err = -EMFILE; /* 503 */

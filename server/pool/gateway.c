@@ -12,7 +12,7 @@
 #include "server/base/snapshot.h"
 #include "server/base/util.h"
 
-static const char *const class_names[GATEWAY_NCLASSES] = {"open", "read", "gzip", "list", "fill"};
+static const char *const class_names[GATEWAY_NCLASSES] = {"open", "read", "gzip", "list", "cache"};
 
 /* The nice value of this worker thread, as last set here. */
 static _Thread_local int thread_nice;

@@ -19,13 +19,14 @@
  *   read  one piece of a file, for the pump (partition bytes at most)
  *   gzip  deflate one slice (a /gzip body, or read+deflate of a file piece)
  *   list  read a directory and build its HTML listing
- *   fill  read a small file's whole body into the file cache */
+ *   cache read a small file's whole body into the file cache (not the
+ *         pump's fill of a slot: that is a read or gzip job) */
 enum gateway_class {
     GATEWAY_OPEN,
     GATEWAY_READ,
     GATEWAY_GZIP,
     GATEWAY_LIST,
-    GATEWAY_FILL,
+    GATEWAY_CACHE,
     GATEWAY_NCLASSES
 };
 
@@ -128,7 +129,7 @@ struct snapshot;
  * times ("jobs") to S. */
 void gateway_stats(const struct gateway *gw, struct snapshot *s);
 
-/* "open", "read", "gzip", "list", "fill". */
+/* "open", "read", "gzip", "list", "cache". */
 const char *gateway_class_name(enum gateway_class cls);
 
 #endif

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Honest job classes: each pool job is counted under what it does, with its
 # cost in bytes. An open is only an open; a directory listing is a `list`
-# job; a small file read whole into the cache is a `fill` job; the pieces
+# job; a small file read whole into the cache is a `cache` job; the pieces
 # of a file are `read` jobs of at most `partition` bytes each.
 
 from harness import KiB, Server, is_, run
@@ -28,15 +28,15 @@ def main():
     b = jobs(srv)
     is_(srv.get("/dir/").status, 200, "a directory without index.html is listed")
     a = jobs(srv)
-    is_((delta(b, a, "open"), delta(b, a, "list"), delta(b, a, "read"), delta(b, a, "fill")),
-        (1, 1, 0, 0), "a listing: one open, one list job, no read or fill")
+    is_((delta(b, a, "open"), delta(b, a, "list"), delta(b, a, "read"), delta(b, a, "cache")),
+        (1, 1, 0, 0), "a listing: one open, one list job, no read or cache job")
 
     b = jobs(srv)
     is_(srv.get("/small.txt").body, SMALL, "a small file, first time")
     a = jobs(srv)
-    is_((delta(b, a, "open"), delta(b, a, "fill"), delta(b, a, "read")), (1, 1, 0),
-        "a cache miss: one open, one fill job, no read")
-    is_(delta(b, a, "fill", "cost_bytes"), len(SMALL), "the fill's cost is the file's size")
+    is_((delta(b, a, "open"), delta(b, a, "cache"), delta(b, a, "read")), (1, 1, 0),
+        "a cache miss: one open, one cache job, no read")
+    is_(delta(b, a, "cache", "cost_bytes"), len(SMALL), "the cache job's cost is the file's size")
 
     b = jobs(srv)
     is_(srv.get("/small.txt").body, SMALL, "the same file again")
@@ -46,7 +46,7 @@ def main():
     b = jobs(srv)
     is_(srv.get("/big.bin").body, BIG, "a file over the cache's limit")
     a = jobs(srv)
-    is_((delta(b, a, "open"), delta(b, a, "fill"), delta(b, a, "read")), (1, 0, 3),
+    is_((delta(b, a, "open"), delta(b, a, "cache"), delta(b, a, "read")), (1, 0, 3),
         "40 KiB + 1 at partition 16k: one open and three read jobs")
     is_(delta(b, a, "read", "cost_bytes"), len(BIG), "the reads cost the file's bytes")
     is_(delta(b, a, "open", "cost_bytes"), 0, "an open reads nothing")

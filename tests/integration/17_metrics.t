@@ -29,7 +29,7 @@ GZIP_PARTITION = 64 * KiB
 FILES = {"small.txt": b"small", "mid.bin": random_bytes(100 * KiB, 17),
          "text.txt": text_bytes(30 * KiB + 1)}
 BODY = text_bytes(200 * KiB + 1)
-CLASSES = ("open", "read", "gzip", "list", "fill")
+CLASSES = ("open", "read", "gzip", "list", "cache")
 ROUTES = ("none", "unrouted", "/gzip", "/stats", "/settings", "/metrics", "static")
 LIVE_KEYS = ("partition", "gzip_partition", "scheduler", "emulate_disk", "gzip_files",
              "gzip_static", "file_cache")
