@@ -410,6 +410,10 @@ static void resume(struct conn *c)
         const char *start = c->in + c->in_off;
         c->scanned = start;
         llhttp_errno_t err = llhttp_execute(&c->parser, start, len);
+        /* A route's on_body may have closed C (its pump failed to start a
+         * job): nothing more to parse, nobody to answer. */
+        if (c->state >= CONN_CLOSING)
+            return;
         size_t used = len;
         if (err == HPE_PAUSED) {
             /* At the end of a request, or at a streaming route's head. */
@@ -655,9 +659,19 @@ static uint64_t hash_peer(const char *peer)
     return h;
 }
 
-/* Who the client is: for the access log, the flow, /settings. */
-static void name_peer(struct conn *c)
+/* Serves FD on C's handle and names the client: for the access log, the
+ * flow, /settings. Returns 0 or a negative UV_E* code (FD is not taken). */
+static int open_socket(struct conn *c, int fd)
 {
+    /* A bounded send buffer bounds what one write does inline on the loop
+     * thread: on loopback the kernel's whole TCP path runs in write(). */
+    int sndbuf = (int)conn__cfg(c)->send_buffer;
+    if (sndbuf > 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    int rc = uv_tcp_open(&c->tcp, fd);
+    if (rc < 0)
+        return rc;
+    uv_tcp_nodelay(&c->tcp, 1);
     struct sockaddr_storage addr;
     int addr_len = sizeof addr;
     snprintf(c->peer, sizeof c->peer, "-");
@@ -669,6 +683,7 @@ static void name_peer(struct conn *c)
         c->loopback = addr_is_loopback((const struct sockaddr *)&addr);
     }
     c->flow = c->pump.flow = hash_peer(c->peer);
+    return 0;
 }
 
 int conn_accept(struct conn_env *env, int fd)
@@ -695,20 +710,12 @@ int conn_accept(struct conn_env *env, int fd)
     /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
     llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
     strict_lines_init(&c->lines);
-
-    /* A bounded send buffer bounds what one write does inline on the loop
-     * thread: on loopback the kernel's whole TCP path runs in write(). */
-    int sndbuf = (int)cfg->send_buffer;
-    if (sndbuf > 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-    rc = uv_tcp_open(&c->tcp, fd);
+    rc = open_socket(c, fd);
     if (rc < 0) {
         close(fd);
         close_conn(c, false); /* not served: frees itself without a word to ENV */
         return rc;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
-    name_peer(c);
     c->next = env->conns;
     if (c->next != NULL)
         c->next->pprev = &c->next;
