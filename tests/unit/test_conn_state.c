@@ -30,9 +30,37 @@ static int answer(struct conn *c, const struct request *req)
 
 static const struct route route = {.methods = ~0ull, .on_request = answer};
 
+/* A streaming route that takes its body 4 bytes at a time, as a pump's
+ * source would, and answers once it is in. */
+static size_t body_got;
+
+static int stream_start(struct conn *c, const struct request *req)
+{
+    body_got = 0;
+    conn_body_window(c, 4);
+    return 0;
+}
+
+static int stream_body(struct conn *c, const char *at, size_t len)
+{
+    body_got += len;
+    return 0;
+}
+
+static void stream_end(struct conn *c)
+{
+    conn_head_start(c, 200);
+    conn_send_text(c, "done\n");
+}
+
+static const struct route stream_route = {.methods = ~0ull,
+                                          .on_request = stream_start,
+                                          .on_body = stream_body,
+                                          .on_body_end = stream_end};
+
 static const struct route *find_route(const struct server *owner, const char *target)
 {
-    return &route;
+    return strcmp(target, "/s") == 0 ? &stream_route : &route;
 }
 
 static const char *date(struct server *owner)
@@ -127,6 +155,28 @@ static void keep_alive_and_pipelining(void)
     is_int(gone, before + 1, "EOF in LINGER: closed and freed, gone once");
 }
 
+static void streaming_body(void)
+{
+    struct conn *c = accept_one();
+    unsigned before = responses;
+    is_int(feed(c, "POST /s HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\n", CONN_STREAM_OPEN),
+           CONN_STREAM_OPEN, "a streaming head: dispatched, its window open");
+    is_int(feed(c, "abcdef", CONN_STREAM_SHUT), CONN_STREAM_SHUT, "the window used up: SHUT");
+    is_int(body_got, 4, "no more than the window went in");
+    ok(!c->reading, "shut, and input waits: not reading");
+    conn_body_window(c, 4);
+    is_int(c->state, CONN_STREAM_OPEN, "the window opens again: OPEN");
+    for (int i = 0; i < 1000 && body_got < 6; i++)
+        uv_run(&loop, UV_RUN_NOWAIT);
+    is_int(body_got, 6, "what waited in the buffer goes in from the loop");
+    is_int(feed(c, "gh", CONN_IDLE), CONN_IDLE, "the body ends, the answer is out: IDLE");
+    is_int(body_got, 8, "the whole body went in");
+    is_int(responses, before + 1, "one response");
+    unsigned gone_before = gone;
+    hang_up(gone_before);
+    is_int(gone, gone_before + 1, "freed");
+}
+
 static void refusal(void)
 {
     struct conn *c = accept_one();
@@ -159,6 +209,7 @@ int main(void)
         abort();
     log_set_level(LOG_ERROR);
     keep_alive_and_pipelining();
+    streaming_body();
     refusal();
     stop();
     access_log_close(&access_log);
