@@ -122,9 +122,13 @@ static void server_on_acceptable(uv_poll_t *poll, int status, int events)
             refuse_connection(srv, fd);
             continue;
         }
-        int rc = conn_accept(srv, fd);
-        if (rc < 0)
+        int rc = conn_accept(&srv->conn_env, fd);
+        if (rc < 0) {
             log_warn("accept: %s", uv_strerror(rc));
+            continue;
+        }
+        srv->active++; /* until the connection's gone */
+        srv->accepted++;
     }
 }
 

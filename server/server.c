@@ -50,10 +50,8 @@ static void server_on_tick(uv_timer_t *timer)
         malloc_trim(0);
     srv->freed_since_tick = 0;
     access_log_flush(&srv->access);
-    if (srv->stopping && uv_now(srv->loop) >= srv->stop_deadline_ms) {
-        for (struct conn *c = srv->conns; c != NULL; c = conn_next(c))
-            conn_stop(c, true);
-    }
+    if (srv->stopping && uv_now(srv->loop) >= srv->stop_deadline_ms)
+        conn_stop_all(&srv->conn_env, true);
 }
 
 static void server_on_signal(uv_signal_t *sig, int signum)
@@ -67,8 +65,7 @@ static void server_on_signal(uv_signal_t *sig, int signum)
     if (srv->stopping) {
         /* A second signal: stop waiting for responses in progress. */
         log_info("signal %d: closing every connection now", signum);
-        for (struct conn *c = srv->conns; c != NULL; c = conn_next(c))
-            conn_stop(c, true);
+        conn_stop_all(&srv->conn_env, true);
         return;
     }
     log_info("signal %d: stopping", signum);
@@ -106,10 +103,7 @@ void server_stop(struct server *srv)
     uv_unref((uv_handle_t *)&srv->sigint);
     uv_unref((uv_handle_t *)&srv->sigterm);
     uv_unref((uv_handle_t *)&srv->sighup);
-    /* conn_stop may unlink the connection it is given, but only later,
-     * from its close callback: walking the list here is safe. */
-    for (struct conn *c = srv->conns; c != NULL; c = conn_next(c))
-        conn_stop(c, false);
+    conn_stop_all(&srv->conn_env, false);
     if (srv->active == 0)
         server_finish(srv);
 }
@@ -137,6 +131,16 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->pump_env = (struct pump_env){
         .gateway = &srv->gateway, .budget = &srv->budget, .bytes_sent = &srv->bytes_sent};
     server__apply_to_pumps(srv);
+    srv->conn_env = (struct conn_env){.loop = loop,
+                                      .owner = srv,
+                                      .cfg = &srv->cfg,
+                                      .pump = &srv->pump_env,
+                                      .access = &srv->access,
+                                      .stopping = &srv->stopping,
+                                      .route = server_route,
+                                      .date = server_date,
+                                      .response_done = server_count_response,
+                                      .gone = server_conn_gone};
     if (gateway_set_bulk_nice(&srv->gateway, (int)cfg->bulk_nice) < 0)
         log_warn("bulk_nice %u: off (needs root, or LimitNICE=20 to set threads back)",
                  cfg->bulk_nice);

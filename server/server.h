@@ -11,9 +11,8 @@
 #include "server/base/config.h"
 #include "server/pool/gateway.h"
 #include "server/base/log.h"
+#include "server/http/conn.h"
 #include "server/pool/pump.h"
-
-#define UNCLOG_VERSION "0.1.0"
 
 #define SERVER_MODULES_MAX 8
 #define SERVER_ROUTES_MAX  16
@@ -63,13 +62,13 @@ struct server {
     struct gateway gateway;                 /* the one door to the threadpool */
     struct budget budget;                   /* what buffers may hold at once */
     struct pump_env pump_env;               /* what every response's pump shares */
+    struct conn_env conn_env;               /* what every connection reads; owns their list */
     const struct module *const *modules;    /* main()'s list, NULL-terminated */
     void *module_state[SERVER_MODULES_MAX]; /* each module's own, by index */
     char root[PATH_MAX]; /* realpath of cfg->root: the boundary no request crosses */
     size_t root_len;
-    char date[32];      /* "Sun, 06 Nov 1994 08:49:37 GMT", for date_time */
-    time_t date_time;   /* the second date[] shows */
-    struct conn *conns; /* live connections (intrusive list) */
+    char date[32];    /* "Sun, 06 Nov 1994 08:49:37 GMT", for date_time */
+    time_t date_time; /* the second date[] shows */
     uint64_t accepted, active, requests, refused;
     uint64_t bytes_sent; /* response body bytes handed to the kernel, as they go */
     struct route_row route_rows[SERVER_ROUTES_MAX];
@@ -132,7 +131,7 @@ void server_stop(struct server *srv);
 /* The Date header's value for the current second (formatted once per second). */
 const char *server_date(struct server *srv);
 
-/* Called by a connection when it has been freed. */
+/* A connection it counted as active has been freed (its conn_env's gone). */
 void server_conn_gone(struct server *srv);
 
 #endif

@@ -1,19 +1,26 @@
+/* A connection's state machine (the states are listed at enum conn_state):
+ * the events that move it (input, the timer, writes done, the pump done),
+ * the one transition function, the parse loop, dispatch and refusals, the
+ * writes, and the end of a response. request.c and response.c fill in what
+ * a request says and what a head holds; only this file acts. */
 #include "server/http/conn_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "server/server.h"
-
 static void conn_on_timer(uv_timer_t *timer);
+static void resume(struct conn *c);
+static void drop_stream(struct conn *c);
 
 /* ---- small accessors ------------------------------------------------------ */
 
 struct server *conn_server(struct conn *c)
 {
-    return c->srv;
+    return c->env->owner;
 }
 
 uint64_t conn_flow(const struct conn *c)
@@ -26,65 +33,174 @@ bool conn_peer_loopback(const struct conn *c)
     return c->loopback;
 }
 
-/* FNV-1a of the peer's address: the same client, the same flow. */
-static uint64_t hash_peer(const char *peer)
-{
-    uint64_t h = 14695981039346656037ull;
-    for (const unsigned char *p = (const unsigned char *)peer; *p != '\0'; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return h;
-}
-
-const struct request *conn_request(const struct conn *c)
-{
-    return &c->req;
-}
-
-struct conn *conn_next(const struct conn *c)
-{
-    return c->next;
-}
-
 bool conn_closing(const struct conn *c)
 {
-    return c->closing;
+    return c->state >= CONN_CLOSING;
 }
 
-void conn_set_state(struct conn *c, void *state, void (*free_fn)(void *))
+/* Whether C answers a request now: a stop lets it finish. */
+static bool responding(const struct conn *c)
 {
-    if (c->state != NULL && c->state_free != NULL)
-        c->state_free(c->state);
+    return c->state >= CONN_STREAM_OPEN && c->state <= CONN_REFUSING;
+}
+
+static bool streaming(const struct conn *c)
+{
+    return c->state == CONN_STREAM_OPEN || c->state == CONN_STREAM_SHUT;
+}
+
+/* ---- the transition -------------------------------------------------------- */
+
+#define TO(s) (1u << (s))
+
+/* The table at enum conn_state, as enter() checks it. */
+static const unsigned next_states[CONN_STATES] = {
+    [CONN_NEW] = TO(CONN_HEAD) | TO(CONN_SEND) | TO(CONN_CLOSING),
+    [CONN_IDLE] = TO(CONN_HEAD) | TO(CONN_SEND) | TO(CONN_CLOSING),
+    [CONN_HEAD] = TO(CONN_BODY) | TO(CONN_SEND) | TO(CONN_STREAM_SHUT) | TO(CONN_CLOSING),
+    [CONN_BODY] = TO(CONN_SEND) | TO(CONN_CLOSING),
+    [CONN_STREAM_OPEN] =
+        TO(CONN_STREAM_SHUT) | TO(CONN_SEND) | TO(CONN_REFUSING) | TO(CONN_CLOSING),
+    [CONN_STREAM_SHUT] =
+        TO(CONN_STREAM_OPEN) | TO(CONN_SEND) | TO(CONN_REFUSING) | TO(CONN_CLOSING),
+    [CONN_SEND] = TO(CONN_IDLE) | TO(CONN_LINGER) | TO(CONN_CLOSING),
+    [CONN_REFUSING] = TO(CONN_SEND) | TO(CONN_CLOSING),
+    [CONN_LINGER] = TO(CONN_CLOSING),
+    [CONN_CLOSING] = TO(CONN_CLOSED),
+};
+
+/* Whether C reads its socket in its state: only when every byte read so
+ * far has been parsed (one buffer), and in LINGER to drop what comes. */
+static bool wants_input(const struct conn *c)
+{
+    switch (c->state) {
+    case CONN_NEW:
+    case CONN_IDLE:
+    case CONN_HEAD:
+    case CONN_BODY:
+    case CONN_STREAM_OPEN:
+    case CONN_LINGER:
+        return c->in_len == 0;
+    default:
+        return false;
+    }
+}
+
+static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf);
+static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void close_conn(struct conn *c, bool reset);
+
+/* Starts or stops reading to match the state and the buffer. */
+static void follow_input(struct conn *c)
+{
+    bool want = wants_input(c);
+    if (want == c->reading)
+        return;
+    if (!want) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    } else if (uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read) == 0) {
+        c->reading = true;
+    } else {
+        close_conn(c, false);
+    }
+}
+
+/* One timer per connection, set as the state changes. Progress inside a
+ * state (body bytes, bytes taken by the client) only moves c->deadline; the
+ * timer, when it fires early, goes back to sleep until the new deadline. */
+static void arm_timer(struct conn *c, uint64_t delay_ms)
+{
+    if (uv_timer_start(&c->timer, conn_on_timer, delay_ms, 0) < 0)
+        close_conn(c, false); /* only when closing already */
+}
+
+/* Whether the client, not the request, is what the state waits on. */
+static bool sending(const struct conn *c)
+{
+    return c->state == CONN_SEND || c->state == CONN_STREAM_SHUT || c->state == CONN_REFUSING;
+}
+
+/* A client that reads nothing shows no change in the socket's queue, which
+ * libuv empties as the kernel takes bytes. A check every quarter of the
+ * timeout bounds the lateness of the cut to that quarter. */
+static unsigned send_check_ms(const struct conn *c)
+{
+    return conn__cfg(c)->send_timeout / 4 + 1;
+}
+
+/* The timeout of each state that has one (0: none, or kept). */
+static unsigned state_timeout(const struct conn *c, enum conn_state from)
+{
+    const struct config *cfg = conn__cfg(c);
+    switch (c->state) {
+    case CONN_NEW:
+        return cfg->header_timeout;
+    case CONN_IDLE:
+        return cfg->keepalive_timeout;
+    case CONN_HEAD:
+        return from == CONN_NEW ? 0 : cfg->header_timeout; /* NEW's deadline holds */
+    case CONN_BODY:
+    case CONN_STREAM_OPEN:
+        return cfg->body_timeout;
+    case CONN_STREAM_SHUT:
+    case CONN_SEND:
+    case CONN_REFUSING:
+        return cfg->send_timeout;
+    case CONN_LINGER:
+        return LINGER_MS;
+    default:
+        return 0;
+    }
+}
+
+/* Arms the timer for the state C has just entered from FROM. */
+static void arm_state(struct conn *c, enum conn_state from)
+{
+    unsigned timeout_ms = state_timeout(c, from);
+    if (timeout_ms == 0)
+        return;
+    c->deadline = uv_now(c->env->loop) + timeout_ms;
+    if (sending(c)) {
+        c->sent_queue = 0;
+        c->sent_pumped = c->pump.sent;
+    }
+    /* A resume that is due keeps its turn at once; the deadline holds. */
+    arm_timer(c, c->resume_due ? 0 : sending(c) ? send_check_ms(c) : timeout_ms);
+}
+
+/* The one place the state changes: checks the move against the table, arms
+ * the new state's timer and reads or not to match. */
+static void enter(struct conn *c, enum conn_state state)
+{
+    enum conn_state from = c->state;
+    if ((next_states[from] & TO(state)) == 0)
+        abort(); /* a move the table does not have: a bug */
     c->state = state;
-    c->state_free = free_fn;
-}
-
-void *conn_state(struct conn *c)
-{
-    return c->state;
-}
-
-void *conn_take_state(struct conn *c)
-{
-    void *state = c->state;
-    c->state = NULL;
-    return state;
+    arm_state(c, from);
+    follow_input(c);
 }
 
 /* ---- lifetime -------------------------------------------------------------- */
 
-void conn__maybe_free(struct conn *c)
+/* Frees C once its handles are closed, its pump idle and nothing holds it. */
+static void maybe_free(struct conn *c)
 {
-    if (!c->closed || c->holds > 0 || c->pump.src != NULL)
+    if (c->state != CONN_CLOSED || c->holds > 0 || c->pump.src != NULL)
         return;
     conn_set_state(c, NULL, NULL);
     pump_free(&c->pump);
     free(c->body);
-    *c->pprev = c->next;
-    if (c->next != NULL)
-        c->next->pprev = c->pprev;
-    struct server *srv = c->srv;
+    struct conn_env *env = c->env;
+    bool served = c->pprev != NULL;
+    if (served) {
+        *c->pprev = c->next;
+        if (c->next != NULL)
+            c->next->pprev = c->pprev;
+    }
     free(c);
-    server_conn_gone(srv);
+    if (served)
+        env->gone(env->owner);
 }
 
 static void conn_on_close(uv_handle_t *handle)
@@ -92,17 +208,18 @@ static void conn_on_close(uv_handle_t *handle)
     struct conn *c = handle->data;
     if (--c->handles > 0)
         return;
-    c->closed = true;
-    conn__maybe_free(c);
+    enter(c, CONN_CLOSED);
+    maybe_free(c);
 }
 
-/* RESET closes with SO_LINGER 0: an RST, and the kernel drops the unsent
- * bytes at once instead of retrying them to a client that reads nothing. */
-void conn__close(struct conn *c, bool reset)
+/* Closes both handles; RESET closes with SO_LINGER 0: an RST, and the
+ * kernel drops the unsent bytes at once instead of retrying them to a
+ * client that reads nothing. */
+static void close_conn(struct conn *c, bool reset)
 {
-    if (c->closing)
+    if (c->state >= CONN_CLOSING)
         return;
-    c->closing = true;
+    enter(c, CONN_CLOSING);
     pump_stop(&c->pump);
     uv_close((uv_handle_t *)&c->timer, conn_on_close);
     if (!reset || uv_tcp_close_reset(&c->tcp, conn_on_close) < 0)
@@ -117,50 +234,20 @@ void conn_hold(struct conn *c)
 void conn_release(struct conn *c)
 {
     c->holds--;
-    conn__maybe_free(c);
+    maybe_free(c);
 }
 
-void conn_stop(struct conn *c, bool force)
+void conn_stop_all(struct conn_env *env, bool force)
 {
-    if (force || !c->responding)
-        conn__close(c, false);
+    /* close_conn unlinks a connection only later, from its close callback:
+     * walking the list here is safe. */
+    for (struct conn *c = env->conns; c != NULL; c = c->next) {
+        if (force || !responding(c))
+            close_conn(c, false);
+    }
 }
 
-/* ---- timeouts ------------------------------------------------------------------ */
-
-/* One timer per connection, set when the phase changes. Progress inside a
- * phase (body bytes, bytes taken by the client) only moves c->deadline; the
- * timer, when it fires early, goes back to sleep until the new deadline. */
-
-static void arm_timer(struct conn *c, uint64_t delay_ms)
-{
-    if (uv_timer_start(&c->timer, conn_on_timer, delay_ms, 0) < 0)
-        conn__close(c, false); /* only when closing already */
-}
-
-void conn__set_phase(struct conn *c, enum phase phase, unsigned timeout_ms)
-{
-    c->phase = phase;
-    c->deadline = uv_now(c->srv->loop) + timeout_ms;
-    arm_timer(c, timeout_ms);
-}
-
-/* A client that reads nothing shows no change in the socket's queue, which
- * libuv empties as the kernel takes bytes. A check every quarter of the
- * timeout bounds the lateness of the cut to that quarter. */
-static unsigned send_check_ms(const struct conn *c)
-{
-    return c->srv->cfg->send_timeout / 4 + 1;
-}
-
-void conn__start_sending(struct conn *c)
-{
-    c->sent_queue = 0;
-    c->sent_pumped = c->pump.sent;
-    c->phase = PHASE_SEND;
-    c->deadline = uv_now(c->srv->loop) + c->srv->cfg->send_timeout;
-    arm_timer(c, send_check_ms(c));
-}
+/* ---- timeouts -------------------------------------------------------------- */
 
 /* Whether the client took bytes since the last look: the queue shrank, or
  * the pump handed on another piece (it does so once an earlier piece has
@@ -175,28 +262,31 @@ static bool send_progressed(struct conn *c)
     return moved;
 }
 
+static void refuse(struct conn *c, const char *why);
+
 static void time_out(struct conn *c)
 {
-    switch (c->phase) {
-    case PHASE_HEAD:
-    case PHASE_BODY:
-        log_debug("timeout %s: request %s", c->peer, c->started ? "incomplete" : "never came");
-        if (!c->started) {
-            conn__close(c, false); /* no request, nothing to answer */
-            return;
-        }
-        conn__stop_reading(c);
+    switch (c->state) {
+    case CONN_NEW:
+        log_debug("timeout %s: request never came", c->peer);
+        close_conn(c, false); /* no request, nothing to answer */
+        return;
+    case CONN_HEAD:
+    case CONN_BODY:
+    case CONN_STREAM_OPEN:
+        log_debug("timeout %s: request incomplete", c->peer);
         c->in_len = 0;
         c->error = 408;
-        conn__refuse_request(c, NULL);
+        refuse(c, NULL);
         return;
-    case PHASE_SEND:
+    case CONN_STREAM_SHUT:
+    case CONN_SEND:
+    case CONN_REFUSING:
         log_debug("timeout %s: the client stopped reading its response", c->peer);
-        conn__close(c, true);
+        close_conn(c, true);
         return;
-    case PHASE_IDLE:
-    case PHASE_LINGER:
-        conn__close(c, false);
+    default: /* IDLE, LINGER */
+        close_conn(c, false);
         return;
     }
 }
@@ -204,51 +294,26 @@ static void time_out(struct conn *c)
 static void conn_on_timer(uv_timer_t *timer)
 {
     struct conn *c = timer->data;
-    if (c->parse_pending) {
-        c->parse_pending = false;
-        conn__parse_input(c);
-        if (c->closing)
+    if (c->resume_due) {
+        c->resume_due = false;
+        resume(c);
+        if (c->state >= CONN_CLOSING)
             return;
     }
-    uint64_t now = uv_now(c->srv->loop);
-    if (c->phase == PHASE_SEND && send_progressed(c))
-        c->deadline = now + c->srv->cfg->send_timeout;
+    uint64_t now = uv_now(c->env->loop);
+    if (sending(c) && send_progressed(c))
+        c->deadline = now + conn__cfg(c)->send_timeout;
     if (now >= c->deadline) {
         time_out(c);
         return;
     }
     uint64_t wait = c->deadline - now;
-    if (c->phase == PHASE_SEND && wait > send_check_ms(c))
+    if (sending(c) && wait > send_check_ms(c))
         wait = send_check_ms(c);
     arm_timer(c, wait);
 }
 
-/* ---- reading --------------------------------------------------------------- */
-
-void conn_body_window(struct conn *c, size_t bytes)
-{
-    if (!c->streaming || c->closing)
-        return;
-    bool was_open = c->body_window > 0;
-    c->body_window = bytes;
-    if (bytes == 0) {
-        /* Now we wait on the pool, or on the client taking the response. */
-        if (was_open)
-            conn__start_sending(c);
-        conn__stop_reading(c);
-        return;
-    }
-    if (!was_open)
-        conn__set_phase(c, PHASE_BODY, c->srv->cfg->body_timeout);
-    if (c->in_len == 0) {
-        conn__start_reading(c);
-        return;
-    }
-    /* Input already read waits for the window: parse it from the loop, not
-     * from inside the caller (a pump callback). */
-    c->parse_pending = true;
-    arm_timer(c, 0);
-}
+/* ---- reading and parsing --------------------------------------------------- */
 
 static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf)
 {
@@ -260,86 +325,352 @@ static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf)
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = container_of(stream, struct conn, tcp);
-    if (c->phase == PHASE_LINGER) {
+    if (c->state == CONN_LINGER) {
         if (nread < 0)
-            conn__close(c, false); /* the client is done: so are we */
+            close_conn(c, false); /* the client is done: so are we */
         return;
     }
     if (nread == 0)
         return;
     if (nread < 0) {
-        conn__close(c, false); /* EOF or reset: nothing half-parsed is worth an answer */
+        close_conn(c, false); /* EOF or reset: nothing half-parsed is worth an answer */
         return;
     }
-    if (c->phase == PHASE_BODY)
-        c->deadline = uv_now(c->srv->loop) + c->srv->cfg->body_timeout;
+    if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN)
+        c->deadline = uv_now(c->env->loop) + conn__cfg(c)->body_timeout;
     c->in_off = 0;
     c->in_len = (size_t)nread;
-    conn__parse_input(c);
+    resume(c);
 }
 
-void conn__start_reading(struct conn *c)
+/* Hands the request to its route: it answers now or later, or returns a
+ * status for us to answer. A streaming route gets it at its head. */
+static void dispatch(struct conn *c)
 {
-    if (c->reading || c->closing)
+    bool streams = conn__streams(c);
+    if (streams)
+        c->body_window = 0;
+    enter(c, streams ? CONN_STREAM_SHUT : CONN_SEND);
+    c->bytes = 0;
+    c->keep_alive = c->req.keep_alive && !*c->env->stopping;
+    int status = c->deferred ? c->deferred : c->route->on_request(c, &c->req);
+    if (status >= 400) {
+        drop_stream(c);
+        conn_send_error(c, status, c->route->allow);
+    }
+}
+
+/* A streaming route's body is in: from now on the client only has to read. */
+static void end_stream(struct conn *c)
+{
+    c->body_window = 0;
+    enter(c, CONN_SEND);
+    c->route->on_body_end(c);
+}
+
+/* Brings the state up to what llhttp has seen of the request. */
+static void advance(struct conn *c)
+{
+    if ((c->state == CONN_NEW || c->state == CONN_IDLE) && c->parsed >= PARSED_BEGUN)
+        enter(c, CONN_HEAD);
+    if (c->state == CONN_HEAD && c->parsed >= PARSED_HEAD) {
+        if (conn__streams(c))
+            dispatch(c);
+        else if (c->parsed == PARSED_HEAD)
+            enter(c, CONN_BODY); /* a body follows, or the message were complete */
+    }
+    if (c->parsed == PARSED_ALL) {
+        c->parsed = PARSED_NONE;
+        if (c->state == CONN_HEAD || c->state == CONN_BODY)
+            dispatch(c);
+        else if (streaming(c))
+            end_stream(c);
+        /* else a dropped stream: nobody is left to tell */
+    } else if (c->state == CONN_STREAM_OPEN && c->body_window == 0) {
+        enter(c, CONN_STREAM_SHUT); /* we wait on the pool or on the client */
+    }
+}
+
+/* Whether C's state takes input: a request, or a streamed body. */
+static bool parsing(const struct conn *c)
+{
+    return c->state <= CONN_STREAM_OPEN;
+}
+
+/* The one way into llhttp: parses the buffered input as far as the state
+ * lets it, acting on each step, then reads on if the buffer is spent and
+ * the state wants more. */
+static void resume(struct conn *c)
+{
+    while (c->in_len > 0 && parsing(c)) {
+        /* A streamed body goes in no faster than its route takes it. */
+        size_t len = streaming(c) && c->body_window < c->in_len ? c->body_window : c->in_len;
+        if (len == 0)
+            break;
+        const char *start = c->in + c->in_off;
+        c->scanned = start;
+        llhttp_errno_t err = llhttp_execute(&c->parser, start, len);
+        /* A route's on_body may have closed C (its pump failed to start a
+         * job): nothing more to parse, nobody to answer. */
+        if (c->state >= CONN_CLOSING)
+            return;
+        size_t used = len;
+        if (err == HPE_PAUSED) {
+            /* At the end of a request, or at a streaming route's head. */
+            used = (size_t)(llhttp_get_error_pos(&c->parser) - start);
+        } else if (err != HPE_OK) {
+            c->in_len = 0;
+            refuse(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
+            break;
+        }
+        /* What llhttp took as framing must pass before anything is answered. */
+        if (strict_lines_scan(&c->lines, c->scanned, (size_t)(start + used - c->scanned)) < 0) {
+            c->in_len = 0;
+            refuse(c, "bare CR or LF, folded line, or no CRLF after chunk data");
+            break;
+        }
+        c->in_off += used;
+        c->in_len -= used;
+        advance(c);
+        if (err == HPE_PAUSED && streaming(c))
+            llhttp_resume(&c->parser); /* paused at the head: the body follows */
+    }
+    if (c->state < CONN_CLOSING)
+        follow_input(c);
+}
+
+/* A request that failed to parse (WHY says how, for the debug log), was
+ * refused or timed out: answer it, then drain and close. */
+static void refuse(struct conn *c, const char *why)
+{
+    int status = c->error ? c->error : 400;
+    if (streaming(c)) {
+        /* A streamed body went bad after its response began. While none of
+         * the response is out, stop it and answer the refusal instead;
+         * after that no status can be sent, and the response is cut short. */
+        log_debug("request %s: %s (%d) while streaming", c->peer, why ? why : "refused", status);
+        c->in_len = 0;
+        if (c->pump.src != NULL && c->pump.head != NULL) {
+            c->error = status;
+            enter(c, CONN_REFUSING);
+            pump_stop(&c->pump);
+        } else {
+            close_conn(c, true);
+        }
         return;
-    if (uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read) == 0)
-        c->reading = true;
+    }
+    if (why != NULL)
+        log_debug("parse %s: %s", c->peer, why);
+    if (c->url_len == 0)
+        memcpy(c->url, "-", 2);
     else
-        conn__close(c, false);
+        c->url[c->url_len] = '\0';
+    enter(c, CONN_SEND);
+    c->bytes = 0;
+    c->keep_alive = false;
+    conn_send_error(c, status, c->route ? c->route->allow : NULL);
 }
 
-void conn__stop_reading(struct conn *c)
+/* ---- streaming request bodies ---------------------------------------------- */
+
+void conn_body_window(struct conn *c, size_t bytes)
 {
-    if (c->reading)
-        uv_read_stop((uv_stream_t *)&c->tcp);
-    c->reading = false;
+    if (!streaming(c))
+        return;
+    c->body_window = bytes;
+    if (bytes == 0) {
+        if (c->state == CONN_STREAM_OPEN)
+            enter(c, CONN_STREAM_SHUT);
+        return;
+    }
+    if (c->state == CONN_STREAM_SHUT)
+        enter(c, CONN_STREAM_OPEN);
+    if (c->in_len > 0) {
+        /* Input already read waits for the window: parse it from the loop,
+         * not from inside the caller (a pump callback). */
+        c->resume_due = true;
+        arm_timer(c, 0);
+    }
 }
 
-/* ---- accepting ------------------------------------------------------------------- */
-
-int conn_accept(struct server *srv, int fd)
+/* A streaming request's body has nowhere to go any more (refused, its
+ * source gone, or its response over): the rest stays unread, the route is
+ * not called again, and the connection closes after the response. */
+static void drop_stream(struct conn *c)
 {
-    struct conn *c = malloc(sizeof *c + srv->cfg->max_url + 1);
-    if (c == NULL) {
-        close(fd);
-        return UV_ENOMEM;
+    if (streaming(c)) {
+        c->keep_alive = false;
+        enter(c, CONN_SEND);
     }
-    memset(c, 0, offsetof(struct conn, values)); /* the big buffers need no zeroing */
-    c->srv = srv;
-    c->url_max = srv->cfg->max_url;
-    int rc = uv_tcp_init(srv->loop, &c->tcp);
-    if (rc < 0) {
-        free(c);
-        close(fd);
-        return rc;
-    }
-    uv_timer_init(srv->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
-    c->handles = 2;
-    c->next = srv->conns;
-    if (c->next != NULL)
-        c->next->pprev = &c->next;
-    srv->conns = c;
-    c->pprev = &srv->conns;
-    srv->active++;
-    pump_init(&c->pump, (uv_stream_t *)&c->tcp, &srv->pump_env, 0, conn__on_pump_done);
-    /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
-    llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
-    strict_lines_init(&c->lines);
-    conn__set_phase(c, PHASE_HEAD, srv->cfg->header_timeout);
+}
 
+/* ---- responses ------------------------------------------------------------- */
+
+static void conn_on_shutdown(uv_shutdown_t *req, int status)
+{
+    /* Nothing to do: the drain ends at EOF or at the linger deadline. */
+}
+
+/* Ends a connection after its last response. The client may still be
+ * sending (a refused body, more pipelined requests), and closing with input
+ * unread makes the kernel send an RST, which can destroy the response before
+ * the client reads it (RFC 9112 9.6): half-close instead, drop what comes,
+ * and close at EOF or LINGER_MS. */
+static void linger(struct conn *c)
+{
+    c->in_len = 0;
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, conn_on_shutdown) < 0) {
+        close_conn(c, false);
+        return;
+    }
+    enter(c, CONN_LINGER);
+}
+
+/* The response has been handed to the socket in full. */
+static void finish(struct conn *c)
+{
+    struct conn_env *env = c->env;
+    const char *method = c->req.target ? llhttp_method_name(c->req.method) : "-";
+    access_log_write(env->access, c->peer, (long)time(NULL), method, c->url, c->req.http_minor,
+                     c->status, c->bytes);
+    uint64_t us = c->started_ns ? (uv_hrtime() - c->started_ns) / 1000 : 0;
+    env->response_done(env->owner, c->route, c->status, c->bytes, us);
+    c->route = NULL;
+    conn_set_state(c, NULL, NULL);
+    drop_stream(c); /* a response that ended before its body did */
+    if (!c->keep_alive || *env->stopping) {
+        /* Always: bytes the client sent meanwhile may wait unread in the
+         * kernel even when our buffer is empty (reading stops while we
+         * answer), and the stop's deadline bounds the wait. */
+        linger(c);
+        return;
+    }
+    enter(c, CONN_IDLE);
+    llhttp_resume(&c->parser);
+    resume(c);
+}
+
+static void conn_on_write(uv_write_t *req, int status)
+{
+    struct conn *c = container_of(req, struct conn, write_req);
+    if (status < 0)
+        close_conn(c, false);
+    else
+        finish(c);
+}
+
+static void write_out(struct conn *c, const char *body, size_t len)
+{
+    uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_out.len),
+                        uv_buf_init((char *)body, (unsigned)len)};
+    c->bytes = len;
+    *c->env->pump->bytes_sent += len;
+    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, conn_on_write) < 0)
+        close_conn(c, false);
+}
+
+void conn_send_head(struct conn *c)
+{
+    if (!conn__head_finish(c)) {
+        conn_send_error(c, 500, NULL);
+        return;
+    }
+    write_out(c, NULL, 0);
+}
+
+void conn_send_body(struct conn *c, const char *body, size_t len)
+{
+    conn_head_add(c, "Content-Length: %zu\r\n", len);
+    if (!conn__head_finish(c)) {
+        conn_send_error(c, 500, NULL);
+        return;
+    }
+    if (c->req.head || len == 0) {
+        write_out(c, NULL, 0);
+        return;
+    }
+    if (len > c->body_cap) {
+        char *grown = realloc(c->body, len);
+        if (grown == NULL) {
+            close_conn(c, false);
+            return;
+        }
+        c->body = grown;
+        c->body_cap = len;
+    }
+    memcpy(c->body, body, len);
+    write_out(c, c->body, len);
+}
+
+void conn_send_text(struct conn *c, const char *text)
+{
+    conn_send_body(c, text, strlen(text));
+}
+
+void conn_send_error(struct conn *c, int status, const char *allow)
+{
+    char body[128];
+    size_t len = conn__error_head(c, status, allow, body, sizeof body);
+    conn_send_body(c, body, len);
+}
+
+void conn_send_source(struct conn *c, struct pump_source *src, long long len)
+{
+    bool chunked = conn__body_framing(c, len);
+    if (!conn__head_finish(c) || c->req.head) {
+        src->ops->release(src);
+        drop_stream(c);
+        if (c->head_out.failed)
+            conn_send_error(c, 500, NULL);
+        else
+            write_out(c, NULL, 0);
+        return;
+    }
+    if (pump_start(&c->pump, src, c->head, c->head_out.len, chunked) < 0) {
+        drop_stream(c);
+        close_conn(c, false);
+    }
+}
+
+/* The pump's completion: the response is out (0) or failed. */
+static void conn_on_pump_done(struct pump *pump, int status)
+{
+    struct conn *c = container_of(pump, struct conn, pump);
+    c->bytes = pump->sent;
+    if (c->state == CONN_REFUSING) {
+        enter(c, CONN_SEND);
+        conn_send_error(c, c->error, c->route->allow);
+    } else if (status < 0 || c->state >= CONN_CLOSING) {
+        close_conn(c, false);
+    } else {
+        finish(c);
+    }
+    maybe_free(c);
+}
+
+/* ---- accepting ------------------------------------------------------------- */
+
+/* FNV-1a of the peer's address: the same client, the same flow. */
+static uint64_t hash_peer(const char *peer)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (const unsigned char *p = (const unsigned char *)peer; *p != '\0'; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h;
+}
+
+/* Serves FD on C's handle and names the client: for the access log, the
+ * flow, /settings. Returns 0 or a negative UV_E* code (FD is not taken). */
+static int open_socket(struct conn *c, int fd)
+{
     /* A bounded send buffer bounds what one write does inline on the loop
      * thread: on loopback the kernel's whole TCP path runs in write(). */
-    int sndbuf = (int)srv->cfg->send_buffer;
+    int sndbuf = (int)conn__cfg(c)->send_buffer;
     if (sndbuf > 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-    rc = uv_tcp_open(&c->tcp, fd);
-    if (rc < 0) {
-        close(fd);
-        conn__close(c, false);
+    int rc = uv_tcp_open(&c->tcp, fd);
+    if (rc < 0)
         return rc;
-    }
-    srv->accepted++;
     uv_tcp_nodelay(&c->tcp, 1);
     struct sockaddr_storage addr;
     int addr_len = sizeof addr;
@@ -352,6 +683,46 @@ int conn_accept(struct server *srv, int fd)
         c->loopback = addr_is_loopback((const struct sockaddr *)&addr);
     }
     c->flow = c->pump.flow = hash_peer(c->peer);
-    conn__start_reading(c);
+    return 0;
+}
+
+int conn_accept(struct conn_env *env, int fd)
+{
+    const struct config *cfg = *env->cfg;
+    struct conn *c = malloc(sizeof *c + cfg->max_url + 1);
+    if (c == NULL) {
+        close(fd);
+        return UV_ENOMEM;
+    }
+    memset(c, 0, offsetof(struct conn, values)); /* the big buffers need no zeroing */
+    c->env = env;
+    c->url_max = cfg->max_url;
+    int rc = uv_tcp_init(env->loop, &c->tcp);
+    if (rc < 0) {
+        free(c);
+        close(fd);
+        return rc;
+    }
+    uv_timer_init(env->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->handles = 2;
+    pump_init(&c->pump, (uv_stream_t *)&c->tcp, env->pump, 0, conn_on_pump_done);
+    /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
+    llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
+    strict_lines_init(&c->lines);
+    rc = open_socket(c, fd);
+    if (rc < 0) {
+        close(fd);
+        close_conn(c, false); /* not served: frees itself without a word to ENV */
+        return rc;
+    }
+    c->next = env->conns;
+    if (c->next != NULL)
+        c->next->pprev = &c->next;
+    env->conns = c;
+    c->pprev = &env->conns;
+    /* Born in CONN_NEW (0, where memset left it): its timer and reading. */
+    arm_state(c, CONN_NEW);
+    follow_input(c);
     return 0;
 }

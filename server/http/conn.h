@@ -7,6 +7,9 @@
 
 #include "server/pool/pump.h"
 
+/* The version the Server header and the observers show. */
+#define UNCLOG_VERSION "0.1.0"
+
 struct conn;
 struct server;
 
@@ -113,17 +116,43 @@ const char *http_reason(int status);
 
 /* ---- for the server module ---- */
 
-/* Serves the accepted socket FD as a new connection of SRV: starts reading
- * and the header timeout. Takes FD. Returns 0 or a negative UV_E* code (FD
- * is then closed and nothing is left allocated). */
-int conn_accept(struct server *srv, int fd);
+struct access_log;
+struct config;
 
-/* The server is stopping: closes C now if it is between requests, else
- * after the response in progress (which then lingers, as every end does).
- * FORCE closes it at once regardless. */
-void conn_stop(struct conn *c, bool force);
+/* What every connection of a server reads and whom it tells, as the pump
+ * has its pump_env: the connection knows no more of its server. Owned and
+ * filled by the server, which must outlive its connections. */
+struct conn_env {
+    uv_loop_t *loop;
+    struct server *owner; /* opaque here: what conn_server() hands the handlers */
+    /* The limits and timeouts: the server's pointer, which a reload may
+     * replace; read when a connection or a request needs them. */
+    struct config *const *cfg;
+    const struct pump_env *pump; /* every response's pump; its bytes_sent counts bodies */
+    struct access_log *access;
+    const bool *stopping; /* the server is stopping: no more keep-alive */
+    /* The route for TARGET (query ignored); never NULL. */
+    const struct route *(*route)(const struct server *owner, const char *target);
+    /* The Date header's value for the current second. */
+    const char *(*date)(struct server *owner);
+    /* A response is complete: ROUTE (NULL: refused before routing), its
+     * status, body BYTES and latency US from the request's first byte. */
+    void (*response_done)(struct server *owner, const struct route *route, int status,
+                          uint64_t bytes, uint64_t us);
+    /* A connection conn_accept served has been freed. */
+    void (*gone)(struct server *owner);
+    struct conn *conns; /* the live connections: linked and unlinked by them */
+};
 
-/* The next live connection after C in the server's list. */
-struct conn *conn_next(const struct conn *c);
+/* Serves the accepted socket FD as a new connection of ENV: starts reading
+ * and the header timeout. Takes FD. Returns 0, and ENV's gone runs once
+ * when the connection is freed; or a negative UV_E* code, FD closed and
+ * gone never called (what was set up frees itself). */
+int conn_accept(struct conn_env *env, int fd);
+
+/* The server is stopping: closes each connection of ENV now if it is
+ * between requests, else after the response in progress (which then
+ * lingers, as every end does). FORCE closes them all at once. */
+void conn_stop_all(struct conn_env *env, bool force);
 
 #endif

@@ -2,9 +2,11 @@
 #define UNCLOG_CONN_INTERNAL_H
 
 /* The inside of a connection, shared by the three files that make it:
- * conn.c (lifetime, timeouts, reading, accepting), request.c (llhttp glue,
- * limits, dispatch) and response.c (heads, bodies, the end of a response).
- * No other file includes it. */
+ * conn.c (the state machine: its events, transitions and timers, reading,
+ * dispatch, writes and the end of a response), request.c (llhttp's
+ * callbacks: what a request says and whether it may) and response.c (the
+ * response head). request.c and response.c call nothing in conn.c: they
+ * record, and conn.c acts. No other file includes this one. */
 
 #include <llhttp.h>
 #include <stdbool.h>
@@ -12,9 +14,11 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "server/base/config.h"
+#include "server/base/log.h"
+#include "server/base/util.h"
 #include "server/http/conn.h"
 #include "server/http/strict.h"
-#include "server/base/util.h"
 
 /* Buffers. The limits on what a client may send (URL, header block, header
  * count, body) and the timeouts are in the configuration. */
@@ -24,14 +28,46 @@
 /* After an error answer, how long input is drained before the close. */
 #define LINGER_MS 2000
 
-/* What a connection is waiting for; each phase has its own deadline. */
-enum phase {
-    PHASE_HEAD,   /* a request head: header_timeout from its first byte (or the accept) */
-    PHASE_BODY,   /* a request body: body_timeout of silence */
-    PHASE_SEND,   /* the client to take the response: send_timeout without progress */
-    PHASE_IDLE,   /* keep-alive, the next request: keepalive_timeout */
-    PHASE_LINGER, /* a refused client to stop sending: LINGER_MS */
+/* What a connection is doing: one state, changed only by conn.c's enter(),
+ * which arms the state's timer and starts or stops reading to match.
+ *
+ *  state        timer (on expiry)                     reads   may go to
+ *  NEW          header_timeout from the accept (close) yes     HEAD SEND* CLOSING
+ *  IDLE         keepalive_timeout (close)              yes     HEAD SEND* CLOSING
+ *  HEAD         header_timeout (408)                   yes     BODY SEND STREAM_SHUT CLOSING
+ *  BODY         body_timeout of silence (408)          yes     SEND CLOSING
+ *  STREAM_OPEN  body_timeout of silence (408 or reset) yes     STREAM_SHUT SEND REFUSING CLOSING
+ *  STREAM_SHUT  send_timeout without progress (reset)  no      STREAM_OPEN SEND REFUSING CLOSING
+ *  SEND         send_timeout without progress (reset)  no      IDLE LINGER CLOSING
+ *  REFUSING     send_timeout without progress (reset)  no      SEND CLOSING
+ *  LINGER       LINGER_MS (close)                      drops   CLOSING
+ *  CLOSING      none (the timer is closing)            no      CLOSED
+ *  CLOSED       none                                   no      (freed)
+ *
+ * NEW -> HEAD keeps the accept's deadline: a connection's first head is due
+ * header_timeout after the accept, a later one after its first byte.
+ * SEND*: a refusal of input that never made a request head.
+ * "reads" holds only while no input waits unparsed in the buffer.
+ * The order counts: the states up to STREAM_OPEN take input, STREAM_OPEN to
+ * REFUSING answer a request (a stop lets them finish), CLOSING on are done. */
+enum conn_state {
+    CONN_NEW,         /* accepted; no byte of a request yet */
+    CONN_IDLE,        /* keep-alive: a response is done, no byte of the next request yet */
+    CONN_HEAD,        /* a request head is arriving */
+    CONN_BODY,        /* a request body is arriving; the route answers once it is in */
+    CONN_STREAM_OPEN, /* a streaming route answers while its body arrives; window open */
+    CONN_STREAM_SHUT, /* the same with the window shut: waiting on the pool or the client */
+    CONN_SEND,        /* the request is in (or dropped): the client takes the response */
+    CONN_REFUSING,    /* a streamed body went bad: its response stops, the refusal follows */
+    CONN_LINGER,      /* half-closed after the last response: input is drained, then close */
+    CONN_CLOSING,     /* both handles are closing */
+    CONN_CLOSED,      /* both are closed: freed once the pump is idle and nothing holds it */
+    CONN_STATES
 };
+
+/* How far llhttp has got in the current request: request.c's callbacks
+ * record it, and conn.c brings the state up to it after llhttp_execute. */
+enum parsed { PARSED_NONE, PARSED_BEGUN, PARSED_HEAD, PARSED_ALL };
 
 /* Request fields llhttp leaves unchecked; reset for every request. */
 struct framing {
@@ -45,19 +81,21 @@ struct framing {
     size_t ext_len;    /* chunk-extension bytes so far */
 };
 
-/* A connection: owned by the server's list; frees itself once its two
- * handles are closed, its pump idle and no handler holds it. */
+/* A connection: owned by its server's list (conn_env.conns); frees itself
+ * once its two handles are closed, its pump idle and no handler holds it. */
 struct conn {
-    uv_tcp_t tcp;     /* closed exactly once, by conn__close, with the timer */
-    uv_timer_t timer; /* fires at the phase's deadline */
+    uv_tcp_t tcp;     /* closed exactly once, by conn.c's close_conn, with the timer */
+    uv_timer_t timer; /* fires at the state's deadline, or for a resume that is due */
     unsigned handles; /* of those two, not closed yet */
-    struct server *srv;
-    struct conn *next, **pprev;
+    struct conn_env *env;
+    struct conn *next, **pprev; /* pprev is NULL until conn_accept has served it */
+    enum conn_state state;
     llhttp_t parser;
     const struct route *route;
     struct request req;
 
     /* request being parsed */
+    enum parsed parsed;
     size_t url_len;
     size_t url_max; /* url[]'s size less the NUL: max_url when the connection came */
     char field[32];
@@ -68,33 +106,33 @@ struct conn {
     unsigned header_count;
     int error;          /* status for a request refused while parsing */
     int deferred;       /* status to answer once a bodiless request is complete */
-    bool request_ready; /* parsed in full, waiting for dispatch */
-    bool streaming;     /* answered at its head; its body still arriving */
-    size_t body_window; /* streaming: body bytes the route takes now */
-    bool parse_pending; /* the window opened on unparsed input: parse at the next tick */
-    bool refusing;      /* a refusal (c->error) waits for the pump to stop */
+    size_t body_window; /* CONN_STREAM_*: body bytes the route takes now */
     struct framing framing;
     struct strict_lines lines; /* line discipline, across the connection's requests */
     const char *scanned;       /* framing bytes of the buffer in llhttp are checked up to here */
 
     /* timeouts */
-    enum phase phase;
-    bool started;        /* a byte of the current request has come */
-    uint64_t started_ns; /* uv_hrtime() then: where its latency starts */
-    uint64_t deadline;   /* uv_now() at which the phase times out */
-    size_t sent_queue;   /* PHASE_SEND: the socket's queue and the pump's count when last seen */
+    uint64_t started_ns; /* uv_hrtime() at the request's first byte: where its latency starts */
+    uint64_t deadline;   /* uv_now() at which the state times out */
+    size_t sent_queue;   /* sending: the socket's queue and the pump's count when last seen */
     unsigned long long sent_pumped;
     uv_shutdown_t shutdown_req;
 
     /* unparsed input (pipelined requests wait here while we answer one) */
     size_t in_off, in_len;
+    /* Not state: whether libuv reads now (it refuses a second start), which
+     * follows the state and whether in[] is spent. */
     bool reading;
+    /* Not state: a window opened on buffered input inside a pump callback,
+     * where llhttp cannot be re-entered; the timer resumes parsing at once. */
+    bool resume_due;
 
     /* response */
     struct buf head_out; /* over head[] */
     int status;
+    /* Not state: how this response ends (keep-alive or close), decided as it
+     * is built, whatever the state it is built in. */
     bool keep_alive;
-    bool responding;
     char *body; /* copy sent by conn_send_body; owned, reused */
     size_t body_cap;
     unsigned long long bytes;
@@ -102,10 +140,9 @@ struct conn {
     uv_write_t continue_req;
     struct pump pump;
 
-    void *state; /* the handler's per-request state, freed with state_free */
+    void *handler_state; /* the handler's per-request state, freed with state_free */
     void (*state_free)(void *);
     unsigned holds;
-    bool closing, closed;
     char peer[64];
     bool loopback; /* the peer is this machine */
     uint64_t flow; /* the peer's address, hashed */
@@ -117,36 +154,27 @@ struct conn {
     char url[]; /* cfg->max_url + 1 bytes, allocated with the connection */
 };
 
-/* Shared by conn.c, request.c and response.c only: the conn__ prefix marks
- * what handlers must not call (their API is conn.h). */
+/* The configuration the connection's server runs now. */
+static inline const struct config *conn__cfg(const struct conn *c)
+{
+    return *c->env->cfg;
+}
 
-/* conn.c */
-/* Closes both handles; RESET sends an RST and drops unsent bytes at once. */
-void conn__close(struct conn *c, bool reset);
-/* Frees C once its handles are closed, its pump idle and nothing holds it. */
-void conn__maybe_free(struct conn *c);
-/* Enters PHASE, due TIMEOUT_MS from now. */
-void conn__set_phase(struct conn *c, enum phase phase, unsigned timeout_ms);
-/* Enters PHASE_SEND: the client must keep taking the response. */
-void conn__start_sending(struct conn *c);
-void conn__start_reading(struct conn *c);
-void conn__stop_reading(struct conn *c);
-
-/* request.c */
+/* request.c: llhttp's callbacks record the request in C (parsed, req,
+ * route, error, deferred) and hand a streaming route its body; they change
+ * no state. */
 extern const llhttp_settings_t conn__parser_settings;
-/* Parses the buffered input, dispatching each complete request; reads on
- * when the buffer is spent and no response is in progress. */
-void conn__parse_input(struct conn *c);
-/* Answers a request refused while parsing (c->error, else 400), then
- * drains and closes. WHY goes to the debug log. */
-void conn__refuse_request(struct conn *c, const char *why);
+/* Whether C's request goes to a streaming route, answered at its head. */
+bool conn__streams(const struct conn *c);
 
-/* response.c */
-/* A streaming request's body has nowhere to go any more (refused, its
- * source gone, or its response over): the rest stays unread, the route is
- * not called again, and the connection closes after the response. */
-void conn__drop_stream(struct conn *c);
-/* The pump's completion: the response is out (0) or failed. */
-void conn__on_pump_done(struct pump *pump, int status);
+/* response.c: heads in the connection's buffer; nothing is sent. */
+/* Adds Connection and the blank line. Returns false if the head overflowed. */
+bool conn__head_finish(struct conn *c);
+/* Builds the head of an error response for STATUS (>= 400, with Allow for
+ * 405) and its body in BODY (CAP bytes). Returns the body's length. */
+size_t conn__error_head(struct conn *c, int status, const char *allow, char *body, size_t cap);
+/* Adds the framing of a body of LEN bytes (< 0: unknown) and says whether
+ * it is chunked; an unknown length on HTTP/1.0 ends the connection. */
+bool conn__body_framing(struct conn *c, long long len);
 
 #endif

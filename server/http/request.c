@@ -1,11 +1,11 @@
 /* Requests: llhttp's callbacks, the limits and strict checks on what a
- * client sends, and the dispatch of each complete request to its route. */
+ * client sends, its route, and the handler's per-request state. The
+ * callbacks record how far the request got (c->parsed) or why it is refused
+ * (c->error); conn.c, which runs llhttp, acts on that. */
 #include "server/http/conn_internal.h"
 
 #include <string.h>
 #include <strings.h>
-
-#include "server/server.h"
 
 static const char *const header_names[HEADER_COUNT] = {
     [HEADER_EXPECT] = "expect",
@@ -17,8 +17,6 @@ static const char *const header_names[HEADER_COUNT] = {
     [HEADER_IF_UNMODIFIED_SINCE] = "if-unmodified-since",
     [HEADER_ACCEPT_ENCODING] = "accept-encoding",
 };
-
-static void dispatch(struct conn *c);
 
 /* ---- llhttp callbacks -------------------------------------------------------- */
 
@@ -47,11 +45,7 @@ static int on_message_begin(llhttp_t *p)
     c->route = NULL;
     memset(&c->req, 0, sizeof c->req);
     memset(&c->framing, 0, sizeof c->framing);
-    /* A connection's first head is due header_timeout after the accept, a
-     * later one header_timeout after its first byte. */
-    if (c->phase == PHASE_IDLE)
-        conn__set_phase(c, PHASE_HEAD, c->srv->cfg->header_timeout);
-    c->started = true;
+    c->parsed = PARSED_BEGUN;
     c->started_ns = uv_hrtime();
     return 0;
 }
@@ -79,7 +73,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
     if (!strict_token(at, len))
         return refuse(c, 400);
     c->header_bytes += len;
-    if (c->header_bytes > c->srv->cfg->max_header_size)
+    if (c->header_bytes > conn__cfg(c)->max_header_size)
         return refuse(c, 431);
     /* Names longer than ours are of no interest: keep counting, stop copying. */
     if (c->field_len < sizeof c->field)
@@ -102,7 +96,7 @@ static int on_header_field_complete(llhttp_t *p)
     if (c->field_len == 0)
         return refuse(c, 400);
     c->header_bytes += 4; /* ": " and CRLF */
-    if (++c->header_count > c->srv->cfg->max_headers)
+    if (++c->header_count > conn__cfg(c)->max_headers)
         return refuse(c, 431);
     c->header = -1;
     f->field = FIELD_OTHER;
@@ -143,7 +137,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     struct conn *c = parser_conn(p);
     struct framing *f = &c->framing;
     c->header_bytes += len;
-    if (c->header_bytes > c->srv->cfg->max_header_size)
+    if (c->header_bytes > conn__cfg(c)->max_header_size)
         return refuse(c, 431);
     if (f->field == FIELD_HOST) {
         if (!strict_host_chars(at, len))
@@ -224,11 +218,10 @@ static int on_headers_complete(llhttp_t *p)
     if (r->target == NULL || !framing_ok(c, p))
         return refuse(c, 400);
     r->target_len = strlen(r->target);
-    if (r->has_length && r->content_length > c->srv->cfg->max_body)
+    if (r->has_length && r->content_length > conn__cfg(c)->max_body)
         return refuse(c, 413);
-    if (has_body(r))
-        conn__set_phase(c, PHASE_BODY, c->srv->cfg->body_timeout);
-    c->route = server_route(c->srv, r->target);
+    c->route = c->env->route(c->env->owner, r->target);
+    c->parsed = PARSED_HEAD;
     if ((c->route->methods & (1ull << r->method)) == 0) {
         /* Without a body nothing is left unread: answer and keep the connection. */
         if (has_body(r))
@@ -245,16 +238,15 @@ static int on_headers_complete(llhttp_t *p)
     if (has_body(r) && expect != NULL && strcasecmp(expect, "100-continue") == 0 &&
         r->http_minor == 1)
         send_continue(c);
-    if (c->route->on_body_end != NULL) {
-        /* A streaming route answers now. llhttp pauses here, and the body
-         * goes in only as fast as the route's window lets it. Without a
-         * body, the message completes as this callback returns. */
-        c->streaming = true;
-        c->body_window = 0;
-        dispatch(c);
-        return has_body(r) && c->streaming ? HPE_PAUSED : 0;
-    }
-    return 0;
+    /* A streaming route answers at its head: pause there for conn.c to
+     * dispatch it, and the body goes in only as fast as the route's window
+     * lets it. Without a body, the message completes as this returns. */
+    return conn__streams(c) && has_body(r) ? HPE_PAUSED : 0;
+}
+
+bool conn__streams(const struct conn *c)
+{
+    return c->route != NULL && c->route->on_body_end != NULL && c->deferred == 0;
 }
 
 /* Chunk extensions are ignored, but not read without end: they count like
@@ -263,7 +255,7 @@ static int on_chunk_extension(llhttp_t *p, const char *at, size_t len)
 {
     struct conn *c = parser_conn(p);
     c->framing.ext_len += len;
-    return c->framing.ext_len > c->srv->cfg->max_header_size ? refuse(c, 400) : 0;
+    return c->framing.ext_len > conn__cfg(c)->max_header_size ? refuse(c, 400) : 0;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
@@ -275,37 +267,22 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     strict_lines_body(&c->lines, c->req.chunked && p->content_length == 0);
     c->scanned = at + len;
     c->framing.body_len += len;
-    if (c->framing.body_len > c->srv->cfg->max_body)
+    if (c->framing.body_len > conn__cfg(c)->max_body)
         return refuse(c, 413);
-    if (c->streaming) {
-        c->body_window -= len; /* never below 0: parsing is held to the window */
-        /* Shut: now we wait on the pool or on the client taking the response. */
-        if (c->body_window == 0)
-            conn__start_sending(c);
-    }
+    /* Never below 0: conn.c feeds llhttp no more than the window. */
+    if (c->state == CONN_STREAM_OPEN || c->state == CONN_STREAM_SHUT)
+        c->body_window -= len;
     if (c->route->on_body == NULL)
         return 0;
     int status = c->route->on_body(c, at, len);
     return status >= 400 ? refuse(c, status) : 0;
 }
 
+/* Pipelined requests wait in the input buffer until this one is answered;
+ * a streaming route's body is complete. */
 static int on_message_complete(llhttp_t *p)
 {
-    struct conn *c = parser_conn(p);
-    if (c->responding) {
-        /* Answered at its head (a streaming route): from now on the client
-         * only has to read. A stream that was dropped (refused, or its
-         * source could not start) has nobody left to tell. */
-        if (c->streaming) {
-            c->streaming = false;
-            c->body_window = 0;
-            conn__start_sending(c);
-            c->route->on_body_end(c);
-        }
-        return HPE_PAUSED;
-    }
-    c->request_ready = true;
-    /* Pipelined requests wait in the input buffer until this one is answered. */
+    parser_conn(p)->parsed = PARSED_ALL;
     return HPE_PAUSED;
 }
 
@@ -323,91 +300,29 @@ const llhttp_settings_t conn__parser_settings = {
     .on_message_complete = on_message_complete,
 };
 
-/* ---- dispatch ----------------------------------------------------------------- */
+/* ---- the handler's per-request state ---------------------------------------- */
 
-static void dispatch(struct conn *c)
+const struct request *conn_request(const struct conn *c)
 {
-    c->request_ready = false;
-    c->responding = true;
-    conn__start_sending(c);
-    c->bytes = 0;
-    c->keep_alive = c->req.keep_alive && !c->srv->stopping;
-    int status = c->deferred ? c->deferred : c->route->on_request(c, &c->req);
-    if (status >= 400) {
-        conn__drop_stream(c);
-        conn_send_error(c, status, c->route->allow);
-    }
+    return &c->req;
 }
 
-/* A request that failed to parse (WHY says how, for the debug log), was
- * refused or timed out: answer it, then drain and close. */
-void conn__refuse_request(struct conn *c, const char *why)
+void conn_set_state(struct conn *c, void *state, void (*free_fn)(void *))
 {
-    int status = c->error ? c->error : 400;
-    if (c->responding) {
-        /* A streamed body went bad after its response began. While none of
-         * the response is out, stop it and answer the refusal instead;
-         * after that no status can be sent, and the response is cut short. */
-        log_debug("request %s: %s (%d) while streaming", c->peer, why ? why : "refused", status);
-        c->streaming = false;
-        c->in_len = 0;
-        conn__stop_reading(c);
-        if (c->pump.src != NULL && c->pump.head != NULL) {
-            c->error = status;
-            c->refusing = true;
-            pump_stop(&c->pump);
-        } else {
-            conn__close(c, true);
-        }
-        return;
-    }
-    if (why != NULL)
-        log_debug("parse %s: %s", c->peer, why);
-    if (c->url_len == 0)
-        memcpy(c->url, "-", 2);
-    else
-        c->url[c->url_len] = '\0';
-    c->responding = true;
-    c->bytes = 0;
-    c->keep_alive = false;
-    conn__start_sending(c);
-    conn_send_error(c, status, c->route ? c->route->allow : NULL);
+    if (c->handler_state != NULL && c->state_free != NULL)
+        c->state_free(c->handler_state);
+    c->handler_state = state;
+    c->state_free = free_fn;
 }
 
-void conn__parse_input(struct conn *c)
+void *conn_state(struct conn *c)
 {
-    while (c->in_len > 0 && !c->closing && (!c->responding || c->streaming)) {
-        /* A streamed body goes in no faster than its route takes it. */
-        size_t len = c->streaming && c->body_window < c->in_len ? c->body_window : c->in_len;
-        if (len == 0)
-            break;
-        const char *start = c->in + c->in_off;
-        c->scanned = start;
-        llhttp_errno_t err = llhttp_execute(&c->parser, start, len);
-        size_t used = len;
-        if (err == HPE_PAUSED) {
-            /* At the end of a request, or at a streaming route's head. */
-            used = (size_t)(llhttp_get_error_pos(&c->parser) - start);
-            if (c->streaming)
-                llhttp_resume(&c->parser);
-        } else if (err != HPE_OK) {
-            c->in_len = 0;
-            conn__refuse_request(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
-            break;
-        }
-        /* What llhttp took as framing must pass before anything is answered. */
-        if (strict_lines_scan(&c->lines, c->scanned, (size_t)(start + used - c->scanned)) < 0) {
-            c->in_len = 0;
-            conn__refuse_request(c, "bare CR or LF, folded line, or no CRLF after chunk data");
-            break;
-        }
-        c->in_off += used;
-        c->in_len -= used;
-        if (c->request_ready)
-            dispatch(c);
-    }
-    if (c->in_len == 0 && (!c->responding || (c->streaming && c->body_window > 0)))
-        conn__start_reading(c);
-    else
-        conn__stop_reading(c);
+    return c->handler_state;
+}
+
+void *conn_take_state(struct conn *c)
+{
+    void *state = c->handler_state;
+    c->handler_state = NULL;
+    return state;
 }

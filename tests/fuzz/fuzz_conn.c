@@ -160,10 +160,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) < 0)
         abort();
-    if (conn_accept(&srv, pair[0]) < 0) {
+    if (conn_accept(&srv.conn_env, pair[0]) < 0) {
         close(pair[1]);
         return 0;
     }
+    srv.active++; /* as the listener counts it, until the connection's gone */
     struct client cl = {.fd = pair[1], .data = data, .size = size, .writing = true};
     if (size == 0) {
         shutdown(cl.fd, SHUT_WR);
