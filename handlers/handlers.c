@@ -4,11 +4,10 @@
 #include "handlers/handlers.h"
 
 #include "handlers/gzip.h"
-#include "handlers/observe/metrics.h"
 #include "handlers/observe/settings.h"
 #include "handlers/observe/stats.h"
 #include "handlers/static/static.h"
 
 const struct module *const handler_modules[] = {
-    &gzip_module, &stats_module, &settings_module, &metrics_module, &static_module, NULL,
+    &gzip_module, &stats_module, &settings_module, &static_module, NULL,
 };

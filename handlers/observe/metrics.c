@@ -3,7 +3,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "handlers/observe/stats.h"
 #include "server/base/snapshot.h"
 #include "server/base/util.h"
 
@@ -129,7 +128,7 @@ static bool in_family(const struct snap_entry *e, const char *metric)
 
 /* The snapshot as Prometheus text: a family's HELP and TYPE where its first
  * figure is, then every series of it, all together as the format wants. */
-static void render_prometheus(struct buf *o, const struct snapshot *s)
+void metrics_render(struct buf *o, const struct snapshot *s)
 {
     for (size_t i = 0; i < s->len; i++) {
         const struct snap_entry *e = &s->entry[i];
@@ -149,19 +148,3 @@ static void render_prometheus(struct buf *o, const struct snapshot *s)
         }
     }
 }
-
-static int metrics_on_request(struct conn *c, const struct request *req)
-{
-    return stats_answer(c, render_prometheus, "text/plain; version=0.0.4; charset=utf-8");
-}
-
-static const struct route metrics_routes[] = {
-    {.path = "/metrics",
-     .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
-     .allow = "GET, HEAD",
-     .on_request = metrics_on_request,
-     .instrument = true},
-    {0},
-};
-
-const struct module metrics_module = {.name = "metrics", .routes = metrics_routes};

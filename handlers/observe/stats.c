@@ -1,5 +1,7 @@
 #include "handlers/observe/stats.h"
 
+#include "handlers/observe/metrics.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -97,11 +99,22 @@ static int stats_on_request(struct conn *c, const struct request *req)
     return stats_answer(c, render_json, "application/json");
 }
 
+static int metrics_on_request(struct conn *c, const struct request *req)
+{
+    return stats_answer(c, metrics_render, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+/* One snapshot, two renderers: JSON and Prometheus text. */
 static const struct route stats_routes[] = {
     {.path = "/stats",
      .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
      .allow = "GET, HEAD",
      .on_request = stats_on_request,
+     .instrument = true},
+    {.path = "/metrics",
+     .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
+     .allow = "GET, HEAD",
+     .on_request = metrics_on_request,
      .instrument = true},
     {0},
 };

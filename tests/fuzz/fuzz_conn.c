@@ -18,15 +18,9 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "handlers/gzip.h"
-#include "handlers/observe/metrics.h"
-#include "handlers/observe/settings.h"
-#include "handlers/static/static.h"
-#include "handlers/observe/stats.h"
+#include "handlers/handlers.h"
 #include "server/base/config.h"
 #include "server/http/conn.h"
-#include "server/server.h"
-#include "handlers/handlers.h"
 #include "server/server.h"
 
 /* Every key: the core's and each module's (filled by main or the init). */
@@ -144,9 +138,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     /* The server's own setup, less the socket: connections come from a
      * socketpair. The file cache is on, as by default: the first GET of a
      * small file fills it, the next one hits it. */
-    static const struct module *const modules[] = {
-        &gzip_module, &stats_module, &settings_module, &metrics_module, &static_module, NULL};
-    if (server_init(&srv, &loop, &cfg, modules, 0, NULL) != 0)
+    if (server_init(&srv, &loop, &cfg, handler_modules, 0, NULL) != 0)
         abort();
     snprintf(srv.date, sizeof srv.date, "Thu, 01 Jan 2026 00:00:00 GMT");
     if (access_log_open(&srv.access, &loop, "off") != 0)
