@@ -8,16 +8,33 @@ static void queue_init(struct budget_queue *q)
     q->tail = &q->head;
 }
 
+static void lane_init(struct budget_lane *lane)
+{
+    for (size_t i = 0; i < BUDGET_FLOWS; i++)
+        queue_init(&lane->flows[i]);
+}
+
 void budget_init(struct budget *b, size_t max)
 {
     *b = (struct budget){.max = max};
-    queue_init(&b->small);
-    queue_init(&b->big);
+    lane_init(&b->small);
+    lane_init(&b->big);
 }
 
 static bool is_small(size_t bytes)
 {
     return bytes <= BUDGET_SMALL;
+}
+
+static struct budget_lane *lane_of(struct budget *b, size_t bytes)
+{
+    return is_small(bytes) ? &b->small : &b->big;
+}
+
+static struct budget_queue *bucket(struct budget_lane *lane, uint64_t flow)
+{
+    uint64_t h = flow * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing */
+    return &lane->flows[(h >> 32) % BUDGET_FLOWS];
 }
 
 /* Whether BYTES fit now: within the budget, or its reserve for the small
@@ -44,17 +61,32 @@ static struct budget_waiter *pop(struct budget_queue *q)
     return w;
 }
 
-/* Grants the head of each queue while it fits, the small lane first. A
- * granted callback may take, give or queue again: the loop looks anew. */
+/* The waiter whose turn it is in LANE, if it fits now. The turn stays on
+ * its bucket until it is granted, so that nobody passes it. */
+static struct budget_waiter *lane_ready(struct budget *b, struct budget_lane *lane)
+{
+    if (lane->waiting == 0)
+        return NULL;
+    while (lane->flows[lane->turn].head == NULL)
+        lane->turn = (lane->turn + 1) % BUDGET_FLOWS;
+    struct budget_waiter *w = lane->flows[lane->turn].head;
+    return fits(b, w->bytes) ? w : NULL;
+}
+
+/* Grants the waiter whose turn it is in each lane while it fits, the small
+ * lane first; each grant passes the turn to the next bucket. A granted
+ * callback may take, give or queue again: the loop looks anew. */
 static void grant(struct budget *b)
 {
     for (;;) {
-        struct budget_queue *q = b->small.head != NULL && fits(b, b->small.head->bytes) ? &b->small
-                                 : b->big.head != NULL && fits(b, b->big.head->bytes)   ? &b->big
-                                                                                        : NULL;
-        if (q == NULL)
+        struct budget_lane *lane = lane_ready(b, &b->small) ? &b->small
+                                   : lane_ready(b, &b->big) ? &b->big
+                                                            : NULL;
+        if (lane == NULL)
             return;
-        struct budget_waiter *w = pop(q);
+        struct budget_waiter *w = pop(&lane->flows[lane->turn]);
+        lane->turn = (lane->turn + 1) % BUDGET_FLOWS;
+        lane->waiting--;
         b->waiting--;
         w->queued = false;
         hold(b, w->bytes);
@@ -65,14 +97,19 @@ static void grant(struct budget *b)
 bool budget_take(struct budget *b, struct budget_waiter *w, size_t bytes,
                  void (*granted)(struct budget_waiter *w))
 {
-    struct budget_queue *q = is_small(bytes) ? &b->small : &b->big;
-    if (q->head == NULL && fits(b, bytes)) {
+    struct budget_lane *lane = lane_of(b, bytes);
+    if (lane->waiting == 0 && fits(b, bytes)) {
         hold(b, bytes);
         return true;
     }
-    *w = (struct budget_waiter){.bytes = bytes, .granted = granted, .queued = true};
+    w->next = NULL;
+    w->bytes = bytes;
+    w->granted = granted;
+    w->queued = true;
+    struct budget_queue *q = bucket(lane, w->flow);
     *q->tail = w;
     q->tail = &w->next;
+    lane->waiting++;
     b->waiting++;
     b->waits++;
     return false;
@@ -98,7 +135,8 @@ void budget_cancel(struct budget *b, struct budget_waiter *w)
 {
     if (!w->queued)
         return;
-    struct budget_queue *q = is_small(w->bytes) ? &b->small : &b->big;
+    struct budget_lane *lane = lane_of(b, w->bytes);
+    struct budget_queue *q = bucket(lane, w->flow);
     struct budget_waiter **p = &q->head;
     while (*p != w)
         p = &(*p)->next;
@@ -106,6 +144,7 @@ void budget_cancel(struct budget *b, struct budget_waiter *w)
     if (*p == NULL)
         q->tail = p;
     w->queued = false;
+    lane->waiting--;
     b->waiting--;
     /* Whoever waited behind W may fit now. */
     grant(b);

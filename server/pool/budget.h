@@ -7,7 +7,7 @@
 
 /* The memory budget for request and response buffers (max_buffer_memory):
  * pump slots, `whole` pieces, /gzip input slices and zlib's state. What
- * does not fit waits, first come first served, until a response gives its
+ * does not fit waits, in turn (below), until a response gives its
  * memory back; nothing is refused. A response reserves at once what it
  * needs to make progress (its source's buffers and one slot), so that a
  * holder never waits for more and every wait ends.
@@ -15,36 +15,53 @@
  * Small reservations (BUDGET_SMALL or less: a small file, a 64k slice)
  * have a lane of their own, with a reserve of max/8 beyond the budget, so
  * that a few clients stalling big downloads cannot make a small page wait
- * behind them. Pure: no libuv, no clock; one per server, on its loop. */
+ * behind them. Within a lane, waiters queue by client (BUDGET_FLOWS buckets,
+ * a client hashed to one, first come first served in each) and the lane
+ * grants round robin across the buckets, one waiter per turn: a client with
+ * many stalled responses cannot keep another's waiting for more than one
+ * grant of its own. The waiter whose turn it is waits until it fits (no
+ * other passes it), so every wait ends. Pure: no libuv, no clock; one per
+ * server, on its loop. */
 
 #define BUDGET_SMALL ((size_t)128 << 10)
+#define BUDGET_FLOWS 64
 
 struct budget_waiter {
     struct budget_waiter *next;
     size_t bytes;
+    uint64_t flow; /* who waits (a client), set by the caller before budget_take */
     /* Runs from budget_give or budget_set_max once BYTES are taken for it. */
     void (*granted)(struct budget_waiter *w);
     bool queued;
 };
 
+/* Waiters in arrival order. */
 struct budget_queue {
     struct budget_waiter *head, **tail;
 };
 
+/* One lane: a queue per bucket of clients, served in turn. */
+struct budget_lane {
+    struct budget_queue flows[BUDGET_FLOWS];
+    unsigned turn;  /* the bucket to grant next, or the first after it with waiters */
+    size_t waiting; /* in this lane */
+};
+
 struct budget {
     size_t max, held, peak;
-    struct budget_queue small, big; /* each first come, first served */
-    size_t waiting;                 /* in the queues now */
-    uint64_t waits;                 /* reservations that had to wait */
-    uint64_t waited_ms;             /* their time in the queue (the caller adds it) */
+    struct budget_lane small, big; /* each round robin across clients */
+    size_t waiting;                /* in the lanes now */
+    uint64_t waits;                /* reservations that had to wait */
+    uint64_t waited_ms;            /* their time in the queue (the caller adds it) */
 };
 
 void budget_init(struct budget *b, size_t max);
 
 /* Takes BYTES for W now if they fit and nobody in their lane waits, and
- * returns true; otherwise queues W, returns false and calls W->granted
- * later. A reservation larger than the whole budget is taken when nothing
- * else is held, so it runs alone rather than never. */
+ * returns true; otherwise queues W in its client's bucket (W->flow, set by
+ * the caller), returns false and calls W->granted later. A reservation
+ * larger than the whole budget is taken when nothing else is held, so it
+ * runs alone rather than never. */
 bool budget_take(struct budget *b, struct budget_waiter *w, size_t bytes,
                  void (*granted)(struct budget_waiter *w));
 

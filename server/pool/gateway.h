@@ -41,7 +41,7 @@ typedef void (*gateway_done_fn)(struct gateway_job *job, int status);
 
 /* What a job costs: the bytes it reads or deflates, the bytes its response
  * has yet to produce (this job included: what makes it short or bulk), and
- * who asked (a client: bulk work is shared per flow). */
+ * who asked (a client: work is shared per flow, in every class). */
 struct gateway_cost {
     uint64_t bytes, remaining, flow;
 };

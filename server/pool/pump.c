@@ -265,6 +265,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
     pump->chunked = chunked;
     pump->eof = pump->failed = pump->stopping = false;
     size_t need = src->held + pump->alloc;
+    pump->wait.flow = pump->flow; /* waiters take turns by client */
     if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
         pump->waiting = true;
         pump->wait_start = uv_now(pump->stream->loop);

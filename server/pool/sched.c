@@ -18,19 +18,15 @@ void sched_set_bulk_max(struct sched *s, unsigned bulk_max)
 
 /* ---- queues ------------------------------------------------------------------ */
 
-static void queue_insert_before(struct sched_queue *q, struct sched_item *at,
-                                struct sched_item *item)
+static void queue_append(struct sched_queue *q, struct sched_item *item)
 {
-    item->next = at;
-    item->prev = at != NULL ? at->prev : q->tail;
-    if (item->prev != NULL)
-        item->prev->next = item;
+    item->next = NULL;
+    item->prev = q->tail;
+    if (q->tail != NULL)
+        q->tail->next = item;
     else
         q->head = item;
-    if (at != NULL)
-        at->prev = item;
-    else
-        q->tail = item;
+    q->tail = item;
 }
 
 static void queue_unlink(struct sched_queue *q, struct sched_item *item)
@@ -45,76 +41,101 @@ static void queue_unlink(struct sched_queue *q, struct sched_item *item)
         q->tail = item->prev;
 }
 
-/* ---- buckets of bulk work ----------------------------------------------------- */
+/* ---- buckets: round robin by bytes between clients ---------------------------- */
 
-static struct sched_flow *bucket(struct sched *s, uint64_t flow_id)
+static struct sched_flow *bucket(struct sched_fair *fq, uint64_t flow_id)
 {
     uint64_t h = flow_id * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing */
-    return &s->flows[(h >> 32) % SCHED_FLOWS];
+    return &fq->flows[(h >> 32) % SCHED_FLOWS];
 }
 
-/* A bucket that starts holding work joins the ring just behind the cursor,
- * so that it waits one round like everyone else. */
-static void ring_join(struct sched *s, struct sched_flow *f)
+/* A bucket that starts holding work goes last in the active list, at the
+ * tag of the last start unless its own is further on: what it started
+ * before counts, time away does not. */
+static void fair_join(struct sched_fair *fq, struct sched_flow *f)
 {
-    f->deficit = 0;
-    if (s->ring == NULL) {
+    if (f->tag < fq->vtime)
+        f->tag = fq->vtime;
+    if (fq->active == NULL) {
         f->next = f->prev = f;
-        s->ring = f;
-        f->deficit = SCHED_QUANTUM; /* alone: its round begins */
+        fq->active = f;
         return;
     }
-    f->next = s->ring;
-    f->prev = s->ring->prev;
+    f->next = fq->active;
+    f->prev = fq->active->prev;
     f->prev->next = f;
-    s->ring->prev = f;
+    fq->active->prev = f;
 }
 
-static void ring_leave(struct sched *s, struct sched_flow *f)
+static void fair_leave(struct sched_fair *fq, struct sched_flow *f)
 {
     if (f->next == f) {
-        s->ring = NULL;
+        fq->active = NULL;
     } else {
         f->prev->next = f->next;
         f->next->prev = f->prev;
-        if (s->ring == f) {
-            s->ring = f->next;
-            s->ring->deficit += SCHED_QUANTUM; /* its round begins */
-        }
+        if (fq->active == f)
+            fq->active = f->next;
     }
     f->next = f->prev = NULL;
-    f->deficit = 0;
 }
 
-static void flow_append(struct sched *s, struct sched_flow *f, struct sched_item *item)
+static void fair_append(struct sched_fair *fq, struct sched_item *item)
 {
+    struct sched_flow *f = bucket(fq, item->flow_id);
     if (f->queue.head == NULL)
-        ring_join(s, f);
+        fair_join(fq, f);
     item->flow = f;
-    queue_insert_before(&f->queue, NULL, item);
+    queue_append(&f->queue, item);
 }
 
-static void flow_unlink(struct sched *s, struct sched_item *item)
+static void fair_unlink(struct sched_fair *fq, struct sched_item *item)
 {
     struct sched_flow *f = item->flow;
     queue_unlink(&f->queue, item);
     item->flow = NULL;
     if (f->queue.head == NULL)
-        ring_leave(s, f);
+        fair_leave(fq, f);
 }
 
-/* Deficit round robin: the bucket under the cursor starts its head job if
- * its deficit pays for it; else the cursor moves on and the next bucket's
- * deficit grows by a quantum. Deficits only grow until one pays, so this
- * ends. Returns the job to start, paid for and still queued. */
-static struct sched_item *drr_pick(struct sched *s)
+/* The bucket whose turn it is: the smallest tag; of equal ones, the one
+ * that has held work the longest. */
+static struct sched_flow *fair_turn(const struct sched_fair *fq)
 {
-    while (s->ring->deficit < s->ring->queue.head->cost) {
-        s->ring = s->ring->next;
-        s->ring->deficit += SCHED_QUANTUM;
+    struct sched_flow *best = fq->active;
+    for (struct sched_flow *f = best->next; f != fq->active; f = f->next) {
+        if (f->tag < best->tag)
+            best = f;
     }
-    s->ring->deficit -= s->ring->queue.head->cost;
-    return s->ring->queue.head;
+    return best;
+}
+
+/* A client's next short job: the fewest remaining bytes (the first of
+ * equals), unless its oldest has seen SCHED_SHORT_AGE of the bucket's jobs
+ * start since it arrived. */
+static struct sched_item *short_pick(struct sched *s, const struct sched_flow *f)
+{
+    struct sched_item *oldest = f->queue.head, *best = oldest;
+    for (struct sched_item *it = oldest->next; it != NULL; it = it->next) {
+        if (it->remaining < best->remaining)
+            best = it;
+    }
+    if (best != oldest && f->started - oldest->age >= SCHED_SHORT_AGE) {
+        s->counters.short_aged++;
+        return oldest;
+    }
+    return best;
+}
+
+/* The next job of class FQ (still queued): from the bucket whose turn it
+ * is, whose tag moves on by the job's cost. */
+static struct sched_item *fair_next(struct sched *s, struct sched_fair *fq)
+{
+    struct sched_flow *f = fair_turn(fq);
+    struct sched_item *item = fq == &s->shorts ? short_pick(s, f) : f->queue.head;
+    fq->vtime = f->tag;
+    f->tag += item->cost > SCHED_MIN_CHARGE ? item->cost : SCHED_MIN_CHARGE;
+    return item;
 }
 
 /* ---- the policy ------------------------------------------------------------------ */
@@ -123,17 +144,10 @@ static void enqueue(struct sched *s, struct sched_item *item)
 {
     item->bulk = item->remaining > SCHED_SHORT_BYTES;
     item->flow = NULL;
-    if (s->mode == SCHED_MODE_FIFO) {
-        queue_insert_before(&s->queue, NULL, item);
-    } else if (!item->bulk) {
-        /* Fewest remaining bytes first; equal ones in arrival order. */
-        struct sched_item *at = s->queue.head;
-        while (at != NULL && at->remaining <= item->remaining)
-            at = at->next;
-        queue_insert_before(&s->queue, at, item);
-    } else {
-        flow_append(s, bucket(s, item->flow_id), item);
-    }
+    if (s->mode == SCHED_MODE_FIFO)
+        queue_append(&s->queue, item);
+    else
+        fair_append(item->bulk ? &s->bulks : &s->shorts, item);
     if (item->bulk)
         s->waiting_bulk++;
     else
@@ -143,7 +157,10 @@ static void enqueue(struct sched *s, struct sched_item *item)
 
 void sched_push(struct sched *s, struct sched_item *item)
 {
+    const struct sched_flow *f = bucket(&s->shorts, item->flow_id);
     item->seq = s->seq++;
+    item->age = f->started;
+    item->others = s->counters.short_started - f->started;
     enqueue(s, item);
 }
 
@@ -152,7 +169,7 @@ void sched_remove(struct sched *s, struct sched_item *item)
     if (!item->queued)
         return;
     if (item->flow != NULL)
-        flow_unlink(s, item);
+        fair_unlink(item->bulk ? &s->bulks : &s->shorts, item);
     else
         queue_unlink(&s->queue, item);
     if (item->bulk)
@@ -165,6 +182,18 @@ void sched_remove(struct sched *s, struct sched_item *item)
 bool sched_short_waiting(const struct sched *s)
 {
     return s->waiting_short > 0;
+}
+
+/* Counts a short start, with the short jobs of other buckets that started
+ * while it waited. */
+static void count_short(struct sched *s, const struct sched_item *item)
+{
+    struct sched_flow *f = bucket(&s->shorts, item->flow_id);
+    uint64_t others = s->counters.short_started - f->started - item->others;
+    if (others > s->counters.short_others_max)
+        s->counters.short_others_max = others;
+    s->counters.short_started++;
+    f->started++;
 }
 
 /* Takes ITEM out of its queue and counts it as started. FORCED: a bulk job
@@ -182,7 +211,7 @@ static struct sched_item *start(struct sched *s, struct sched_item *item, bool f
             s->counters.bulk_over_short++;
         s->streak = 0;
     } else {
-        s->counters.short_started++;
+        count_short(s, item);
     }
     return item;
 }
@@ -194,13 +223,14 @@ struct sched_item *sched_next(struct sched *s)
     if (s->mode == SCHED_MODE_FIFO)
         return s->queue.head != NULL ? start(s, s->queue.head, false) : NULL;
     /* The reserve: with more than one thread, bulk never takes the last. */
-    bool bulk_may = s->ring != NULL && s->running_bulk < s->bulk_max;
-    if (s->queue.head != NULL && !(bulk_may && s->streak >= SCHED_SHORT_STREAK)) {
+    bool bulk_may = s->bulks.active != NULL && s->running_bulk < s->bulk_max;
+    bool short_waits = s->shorts.active != NULL;
+    if (short_waits && !(bulk_may && s->streak >= SCHED_SHORT_STREAK)) {
         if (bulk_may)
             s->streak++;
-        return start(s, s->queue.head, false);
+        return start(s, fair_next(s, &s->shorts), false);
     }
-    return bulk_may ? start(s, drr_pick(s), s->queue.head != NULL) : NULL;
+    return bulk_may ? start(s, fair_next(s, &s->bulks), short_waits) : NULL;
 }
 
 void sched_done(struct sched *s, const struct sched_item *item)
@@ -210,18 +240,23 @@ void sched_done(struct sched *s, const struct sched_item *item)
         s->running_bulk--;
 }
 
+/* Any item that waits, or NULL. */
+static struct sched_item *any_waiting(const struct sched *s)
+{
+    if (s->queue.head != NULL)
+        return s->queue.head;
+    if (s->shorts.active != NULL)
+        return s->shorts.active->queue.head;
+    return s->bulks.active != NULL ? s->bulks.active->queue.head : NULL;
+}
+
 void sched_set_mode(struct sched *s, enum sched_mode mode)
 {
     /* Gather everything that waits into one list in arrival order (an
      * insertion sort: switching is rare, and what waits is a few items per
      * connection), then queue it again under the new mode. */
-    struct sched_item *all = NULL;
-    for (;;) {
-        struct sched_item *it = s->queue.head != NULL ? s->queue.head
-                                : s->ring             ? s->ring->queue.head
-                                                      : NULL;
-        if (it == NULL)
-            break;
+    struct sched_item *all = NULL, *it;
+    while ((it = any_waiting(s)) != NULL) {
         sched_remove(s, it);
         struct sched_item **at = &all;
         while (*at != NULL && (*at)->seq < it->seq)
@@ -232,7 +267,7 @@ void sched_set_mode(struct sched *s, enum sched_mode mode)
     s->mode = mode;
     s->streak = 0;
     while (all != NULL) {
-        struct sched_item *it = all;
+        it = all;
         all = it->next;
         enqueue(s, it);
     }

@@ -10,17 +10,30 @@
  * behaviour, kept to show the problem).
  * fair:
  *   - short work first: a job is short when what its response still has to
- *     produce, this job included, is at most SCHED_SHORT_BYTES. Short jobs
- *     start in order of those remaining bytes (SRPT), ties in arrival order.
+ *     produce, this job included, is at most SCHED_SHORT_BYTES; the rest is
+ *     bulk.
  *   - a reserve: bulk jobs never hold more than bulk_max threads (at most
  *     threads - 1), so short work never waits for a bulk piece to finish.
  *   - no starvation: while bulk work waits and a bulk thread is free, at most
  *     SCHED_SHORT_STREAK short jobs start in a row before a bulk one does.
- *   - bulk shares by bytes across flows (clients): deficit round robin with
- *     a quantum of SCHED_QUANTUM bytes over SCHED_FLOWS buckets, a client
- *     hashed to one (stochastic fair queueing: two clients may share a
- *     bucket, and no client's jobs ever allocate). A client with ten
- *     connections gets no more of the pool than a client with one. */
+ *   - every class shares by client (flow): within short work and within bulk
+ *     work, each client's jobs wait in a bucket of their own (SCHED_FLOWS
+ *     buckets, a client hashed to one: two clients may share a bucket, and
+ *     no client's jobs ever allocate). The next start goes to the bucket
+ *     that has started the fewest bytes: round robin by bytes at the grain of
+ *     one job (start-time fair queueing). Each start adds the job's cost, at
+ *     least SCHED_MIN_CHARGE, to its bucket's tag, and the bucket with the
+ *     smallest tag starts next (ties: the one waiting longest). A bucket that
+ *     starts holding work begins at the tag of the last start (vtime), never
+ *     below: no credit is saved while away. So a client whose work had all
+ *     started, and who took no more than its share, starts its next job
+ *     before any other client starts two; and clients that all keep work
+ *     queued start equal bytes, within one job each. A client with ten
+ *     connections gets no more of the pool than a client with one.
+ *   - within a client: short jobs by fewest remaining bytes (SRPT, ties in
+ *     arrival order), except that its oldest short job goes next once
+ *     SCHED_SHORT_AGE of its jobs started since it arrived (the aging
+ *     bound); bulk jobs in arrival order. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,7 +41,8 @@
 
 #define SCHED_SHORT_BYTES  ((uint64_t)256 * 1024)
 #define SCHED_SHORT_STREAK 16
-#define SCHED_QUANTUM      ((uint64_t)1024 * 1024)
+#define SCHED_SHORT_AGE    16
+#define SCHED_MIN_CHARGE   ((uint64_t)4 * 1024)
 #define SCHED_FLOWS        64
 
 enum sched_mode { SCHED_MODE_FIFO, SCHED_MODE_FAIR };
@@ -44,41 +58,53 @@ struct sched_queue {
 /* Embedded in a gateway job: what the policy knows of it. */
 struct sched_item {
     struct sched_item *next, *prev; /* in its queue */
-    struct sched_flow *flow;        /* a queued bulk item's bucket, else NULL */
+    struct sched_flow *flow;        /* fair: a queued item's bucket, else NULL */
     uint64_t cost;                  /* bytes the job reads or deflates */
     uint64_t remaining;             /* bytes its response has yet to produce, job included */
-    uint64_t flow_id;               /* who asked (a client): bulk shares are per flow */
+    uint64_t flow_id;               /* who asked (a client): shares are per flow */
     uint64_t seq;                   /* arrival order */
+    uint64_t age;                   /* its short bucket's starts when it arrived */
+    uint64_t others;                /* short starts of other buckets when it arrived */
     bool bulk;                      /* decided at push */
     bool queued;
 };
 
-/* A bucket of bulk work; in the ring while it holds items. */
+/* The work of the clients hashed to one bucket, in arrival order; in its
+ * class's list of active buckets while it holds items. */
 struct sched_flow {
     struct sched_flow *next, *prev;
     struct sched_queue queue;
-    uint64_t deficit; /* bytes it may still start in this round */
+    uint64_t tag;     /* the bytes it has started, counted from vtime when it came back */
+    uint64_t started; /* jobs of its class started from it (fifo too) */
+};
+
+/* One class's buckets under fair (short work, or bulk). */
+struct sched_fair {
+    struct sched_flow *active; /* the buckets holding work, longest waiting first */
+    uint64_t vtime;            /* the tag of the last start */
+    struct sched_flow flows[SCHED_FLOWS];
 };
 
 /* What the scheduler did: for /stats, and for tests of its invariants. */
 struct sched_counters {
     uint64_t short_started, bulk_started;
-    uint64_t bulk_over_short; /* bulk started while short work waited, not by the streak bound */
-    uint64_t streak_breaks;   /* bulk started by the no-starvation bound */
+    uint64_t bulk_over_short;  /* bulk started while short work waited, not by the streak bound */
+    uint64_t streak_breaks;    /* bulk started by the no-starvation bound */
+    uint64_t short_aged;       /* short jobs the aging bound started before a smaller one */
+    uint64_t short_others_max; /* the most short jobs of other clients started while one waited */
 };
 
 struct sched {
     enum sched_mode mode;
-    unsigned threads;               /* the pool's size */
-    unsigned bulk_max;              /* fair: the most threads bulk work holds */
-    unsigned running, running_bulk; /* started and not yet done */
-    struct sched_queue queue;       /* fifo: all work; fair: short work, by remaining */
-    struct sched_flow *ring;        /* fair: buckets holding bulk work; the cursor */
+    unsigned threads;                /* the pool's size */
+    unsigned bulk_max;               /* fair: the most threads bulk work holds */
+    unsigned running, running_bulk;  /* started and not yet done */
+    struct sched_queue queue;        /* fifo: all work */
+    struct sched_fair shorts, bulks; /* fair: short and bulk work, by client */
     size_t waiting_short, waiting_bulk;
     unsigned streak; /* short jobs started in a row while bulk could have */
     uint64_t seq;
     struct sched_counters counters;
-    struct sched_flow flows[SCHED_FLOWS];
 };
 
 /* THREADS: the pool's size. BULK_MAX: the most threads bulk work may hold

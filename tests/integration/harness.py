@@ -630,9 +630,12 @@ class Conn:
     """A client connection on a raw socket, every operation under a timeout
     (seconds, already scaled: default IO_TIMEOUT)."""
 
-    def __init__(self, port, timeout=None, rcvbuf=None, host="127.0.0.1"):
+    def __init__(self, port, timeout=None, rcvbuf=None, host="127.0.0.1", source=None):
         self.timeout = timeout or IO_TIMEOUT
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if source:
+            # The client's own address (any of 127/8 reaches lo): another client.
+            self.sock.bind((source, 0))
         if rcvbuf:
             # Before connect, so the TCP window is negotiated with it.
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)

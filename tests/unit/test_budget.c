@@ -1,23 +1,26 @@
-/* The buffer budget: fits, first come first served, cancel, the lone big
- * reservation, the small lane and its reserve, a reload. */
+/* The buffer budget: fits, first come first served within a client, round
+ * robin across clients, cancel, the lone big reservation, the small lane and
+ * its reserve, a reload. */
 #include "server/pool/budget.h"
 #include "tests/tap.h"
 
 #define M ((size_t)1 << 20)
 #define K ((size_t)1 << 10)
 
-static size_t order[8];
+static size_t order[16];
+static uint64_t order_flow[16];
 static int granted_n;
 
 static void on_granted(struct budget_waiter *w)
 {
+    order_flow[granted_n] = w->flow;
     order[granted_n++] = w->bytes;
 }
 
 static void test_fifo(void)
 {
     struct budget b;
-    struct budget_waiter w1, w2, w3;
+    struct budget_waiter w1 = {.flow = 1}, w2 = {.flow = 1}, w3 = {.flow = 1};
     budget_init(&b, 100 * M);
     granted_n = 0;
     ok(budget_take(&b, &w1, 60 * M, on_granted), "60 of 100: taken now");
@@ -41,7 +44,7 @@ static void test_fifo(void)
 static void test_cancel_and_big(void)
 {
     struct budget b;
-    struct budget_waiter w1, w2, w3;
+    struct budget_waiter w1 = {.flow = 1}, w2 = {.flow = 1}, w3 = {.flow = 1};
     budget_init(&b, 100 * M);
     granted_n = 0;
     ok(budget_take(&b, &w1, 30 * M, on_granted), "30 taken");
@@ -64,7 +67,7 @@ static void test_cancel_and_big(void)
 static void test_small_lane(void)
 {
     struct budget b;
-    struct budget_waiter big1, big2, s[3];
+    struct budget_waiter big1 = {.flow = 1}, big2 = {.flow = 1}, s[3] = {{.flow = 2}};
     budget_init(&b, 1 * M);
     granted_n = 0;
     ok(budget_take(&b, &big1, 1 * M, on_granted), "a big response takes the whole budget");
@@ -85,7 +88,7 @@ static void test_small_lane(void)
 static void test_set_max(void)
 {
     struct budget b;
-    struct budget_waiter w1, w2;
+    struct budget_waiter w1 = {.flow = 1}, w2 = {.flow = 1};
     budget_init(&b, 100 * M);
     granted_n = 0;
     ok(budget_take(&b, &w1, 80 * M, on_granted), "80 taken");
@@ -97,11 +100,73 @@ static void test_set_max(void)
     ok(!budget_try(&b, 1), "but lets nothing more in");
 }
 
+/* Client MANY has eight responses waiting for the budget, client ONE then
+ * one: ONE is granted first or second (within one round), not ninth as
+ * first come first served had it; in either lane, whichever client's
+ * bucket comes first. */
+static void test_clients(size_t each, const char *lane, uint64_t many, uint64_t one)
+{
+    struct budget b;
+    struct budget_waiter holder = {.flow = 9}, w[9];
+    char desc[96];
+    budget_init(&b, 8 * each);
+    granted_n = 0;
+    ok(budget_take(&b, &holder, 10 * each, on_granted), "one response holds it all, alone");
+    for (int i = 0; i < 9; i++) {
+        w[i] = (struct budget_waiter){.flow = i < 8 ? many : one};
+        ok(!budget_take(&b, &w[i], each, on_granted), "the others wait");
+    }
+    budget_give(&b, 10 * each);
+    int at = -1;
+    for (int i = 0; i < granted_n; i++) {
+        if (order_flow[i] == one)
+            at = i;
+    }
+    snprintf(desc, sizeof desc, "%s lane, client %d: granted first or second, not ninth", lane,
+             (int)one);
+    ok(at == 0 || at == 1, desc);
+    ok(granted_n >= 8, "as many as fit are granted at once");
+    budget_give(&b, (size_t)granted_n * each);
+    is_int(granted_n, 9, "then the rest");
+    budget_give(&b, b.held);
+    is_int(b.held, 0, "all given back");
+    is_int(b.waiting, 0, "nobody waits");
+}
+
+/* Round robin never passes the waiter whose turn it is: client ONE waits
+ * for 50 while client TWO keeps asking for 10, which would fit; TWO is
+ * granted once at most (if its bucket comes first) before ONE. */
+static void test_turn_kept(uint64_t one, uint64_t two)
+{
+    struct budget b;
+    struct budget_waiter holder = {.flow = 3}, half = {.flow = one}, little[4];
+    budget_init(&b, 100 * M);
+    granted_n = 0;
+    ok(budget_take(&b, &holder, 60 * M, on_granted), "60 held");
+    ok(!budget_take(&b, &half, 50 * M, on_granted), "client 1 waits for 50");
+    for (int i = 0; i < 4; i++) {
+        little[i] = (struct budget_waiter){.flow = two};
+        ok(!budget_take(&b, &little[i], 10 * M, on_granted), "client 2 waits for 10");
+        budget_set_max(&b, 100 * M); /* looks at the waiters again */
+    }
+    ok(granted_n <= 1, "while client 1 waits, client 2 is granted once at most");
+    budget_give(&b, 60 * M);
+    ok(order[0] == 50 * M || order[1] == 50 * M, "client 1's turn once the 60 is back");
+    while (b.held > 0)
+        budget_give(&b, 10 * M);
+}
+
 int main(void)
 {
     test_fifo();
     test_cancel_and_big();
     test_small_lane();
     test_set_max();
+    test_turn_kept(1, 2);
+    test_turn_kept(2, 1);
+    for (uint64_t one = 1; one <= 2; one++) {
+        test_clients(1 * M, "big", 3 - one, one);
+        test_clients(16 * K, "small", 3 - one, one);
+    }
     return tap_done();
 }

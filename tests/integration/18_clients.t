@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+# Fairness between clients in the pool. Client A (127.0.0.2) queues small-file
+# reads on many connections, then client B (127.0.0.3) asks for one 96 KiB
+# file. One pool thread and slow reads (emulate_disk) keep A's reads waiting;
+# /stats counts how many of them completed before B's response was in. Under
+# fair, round robin by bytes between clients bounds that to B's share (BOUND
+# below), although every one of A's reads has fewer bytes left than B's;
+# under fifo B waits for everything A queued before it. Counters, not
+# timings. (127.0.0.2 and 127.0.0.3 hash to different buckets of the
+# scheduler, 3 and 16 of 64; 127.0.0.5 would share A's.)
+from harness import KiB, Server, is_, ok, poll, random_bytes, run
+
+A_CONNS = 48
+SMALL = 8 * KiB
+BIG = 96 * KiB  # two pieces at 64k: 64 KiB, then 32 KiB
+# A's reads that may complete before B's response is in: the one running
+# when B asks; one more that may start while B's request travels; nine that
+# B's open (charged 4 KiB) and first piece (64 KiB) pay for before its last
+# piece may start (68 KiB of A's 8 KiB reads, a tie included); one that may
+# complete while the test asks /stats.
+BOUND = 1 + 1 + 9 + 1
+
+
+def a_queued(srv):
+    st = srv.stats()
+    return st["jobs"]["open"]["completed"] == A_CONNS and st["scheduler"]["waiting_short"] >= 24
+
+
+def one(scheduler):
+    """A's reads completed while B was served, and how many waited when B asked."""
+    files = {"a%d.bin" % i: random_bytes(SMALL, i) for i in range(A_CONNS)}
+    files["b.bin"] = random_bytes(BIG, 99)
+    args = ["--scheduler", scheduler, "--threads", "1", "--partition", "64k",
+            "--emulate-disk", "50ms", "--file-cache", "off"]
+    with Server(files=files, args=args, name="%s server" % scheduler) as srv:
+        a = [srv.conn(source="127.0.0.2") for _ in range(A_CONNS)]
+        for i, c in enumerate(a):
+            c.request("GET", "/a%d.bin" % i)
+        ok(poll(lambda: a_queued(srv)), "%s: A's reads wait for the one thread" % scheduler)
+        before = srv.stats()
+        with srv.conn(source="127.0.0.3") as b:
+            resp = b.roundtrip("GET", "/b.bin")
+        after = srv.stats()
+        is_((resp.status, resp.body == files["b.bin"]), (200, True),
+            "%s: B's body is byte-exact" % scheduler)
+        reads = [after["jobs"]["read"][k] - before["jobs"]["read"][k]
+                 for k in ("submitted", "completed")]
+        is_(reads[0], 2, "%s: B's file took two reads (all of A's were submitted)" % scheduler)
+        bad = 0
+        for i, c in enumerate(a):
+            if c.read_response().body != files["a%d.bin" % i]:
+                bad += 1
+            c.close()
+        is_(bad, 0, "%s: every one of A's bodies is byte-exact" % scheduler)
+    return reads[1] - 2, before["scheduler"]["waiting_short"]
+
+
+def main():
+    done, waited = one("fair")
+    ok(waited > BOUND, "fair: more of A's reads waited than the bound (%d)" % waited)
+    ok(done <= BOUND, "fair: %d of A's reads completed before B's response, at most %d"
+       % (done, BOUND))
+    done, waited = one("fifo")
+    ok(done >= waited, "fifo: all %d of A's waiting reads completed before B's response (%d)"
+       % (waited, done))
+
+
+run(main)
