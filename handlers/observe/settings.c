@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "server/base/util.h"
 
@@ -27,12 +28,124 @@ static bool allowed(struct conn *c)
     return settings_admin(conn_server(c)) && conn_peer_loopback(c);
 }
 
+/* ---- same origin: the switch answers only its own page ------------------- */
+
+/* S without its leading and trailing spaces and tabs; its length in *LEN. */
+static const char *trimmed(const char *s, size_t *len)
+{
+    s = skip_space(s);
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    *len = n;
+    return s;
+}
+
+/* The value of S[0..LEN) as a plain decimal (1 to 5 digits, no leading
+ * zero), or -1. */
+static long decimal(const char *s, size_t len)
+{
+    if (len == 0 || len > 5 || (len > 1 && s[0] == '0'))
+        return -1;
+    long v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* Whether S[0..LEN) is 127.x.y.z, four plain decimals up to 255. */
+static bool loopback_v4(const char *s, size_t len)
+{
+    const char *end = s + len;
+    for (int part = 0; part < 4; part++) {
+        const char *stop = part < 3 ? memchr(s, '.', (size_t)(end - s)) : end;
+        if (stop == NULL)
+            return false;
+        long v = decimal(s, (size_t)(stop - s));
+        if (v < 0 || v > 255 || (part == 0 && v != 127))
+            return false;
+        s = stop + 1;
+    }
+    return true;
+}
+
+/* Whether HOST[0..LEN) names this machine as a loopback client reaches
+ * it: localhost (any case), 127.x.y.z or [::1], then maybe :PORT. */
+static bool loopback_host(const char *host, size_t len)
+{
+    /* The name ends at the ']' of an IPv6 literal, else at the first ':'. */
+    bool literal = len > 0 && host[0] == '[';
+    const char *end = memchr(host, literal ? ']' : ':', len);
+    size_t name = end == NULL ? len : (size_t)(end - host) + literal;
+    if (name < len) {
+        long port = host[name] == ':' ? decimal(host + name + 1, len - name - 1) : -1;
+        if (port < 1 || port > 65535)
+            return false;
+    }
+    return (name == 9 && strncasecmp(host, "localhost", 9) == 0) ||
+           (name == 5 && memcmp(host, "[::1]", 5) == 0) || loopback_v4(host, name);
+}
+
+/* Whether S[0..LEN) is the word WORD exactly. */
+static bool word_is(const char *s, size_t len, const char *word)
+{
+    return len == strlen(word) && memcmp(s, word, len) == 0;
+}
+
+/* Whether a Content-Type VALUE is the form the dashboard posts, with any
+ * parameters (; charset=UTF-8). */
+static bool form_type(const char *value)
+{
+    static const char form[] = "application/x-www-form-urlencoded";
+    if (value == NULL)
+        return false;
+    value = skip_space(value);
+    if (strncasecmp(value, form, sizeof form - 1) != 0)
+        return false;
+    value = skip_space(value + sizeof form - 1);
+    return *value == '\0' || *value == ';';
+}
+
+const char *settings_refusal(const struct request *req)
+{
+    size_t host_len = 0, len;
+    const char *host = req->headers[HEADER_HOST], *v;
+    if (host != NULL)
+        host = trimmed(host, &host_len);
+    if (host == NULL || !loopback_host(host, host_len))
+        return "Host must be localhost, 127.x.y.z or [::1], with or without a port "
+               "(another name may be DNS rebinding)";
+    if ((v = req->headers[HEADER_ORIGIN]) != NULL) {
+        v = trimmed(v, &len);
+        if (word_is(v, len, "null"))
+            return "Origin: null is refused (a sandboxed or opaque page)";
+        if (len != 7 + host_len || strncasecmp(v, "http://", 7) != 0 ||
+            strncasecmp(v + 7, host, host_len) != 0)
+            return "Origin must be http:// and the Host (a page of another origin)";
+    }
+    if ((v = req->headers[HEADER_SEC_FETCH_SITE]) != NULL) {
+        v = trimmed(v, &len);
+        if (!word_is(v, len, "same-origin") && !word_is(v, len, "none"))
+            return "Sec-Fetch-Site must be same-origin or none (a page of another origin)";
+    }
+    if (req->method == HTTP_POST && !form_type(req->headers[HEADER_CONTENT_TYPE]))
+        return "a POST must be Content-Type: application/x-www-form-urlencoded";
+    return NULL;
+}
+
+/* ---- the route ----------------------------------------------------------- */
+
 static int settings_on_headers(struct conn *c, const struct request *req)
 {
     if (req->method != HTTP_POST)
         return 0;
     if (!allowed(c))
         return 403;
+    if (settings_refusal(req) != NULL)
+        return 0; /* no form: the body is dropped, on_request says why */
     if (req->has_length && req->content_length > FORM_MAX)
         return 413;
     struct form *f = malloc(sizeof *f);
@@ -46,6 +159,8 @@ static int settings_on_headers(struct conn *c, const struct request *req)
 static int settings_on_body(struct conn *c, const char *at, size_t len)
 {
     struct form *f = conn_state(c);
+    if (f == NULL)
+        return 0;
     if (len > FORM_MAX - f->len)
         return 413;
     memcpy(f->data + f->len, at, len);
@@ -159,6 +274,16 @@ static int settings_on_request(struct conn *c, const struct request *req)
         conn_send_text(c, "403 Forbidden: live settings need admin = on, and a loopback client\n");
         return 0;
     }
+    const char *refusal = settings_refusal(req);
+    if (refusal != NULL) {
+        char text[256];
+        snprintf(text, sizeof text, "403 Forbidden: /settings answers only its own page: %s\n",
+                 refusal);
+        conn_head_start(c, 403);
+        conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
+        conn_send_text(c, text);
+        return 0;
+    }
     if (req->method == HTTP_POST) {
         struct form *f = conn_state(c);
         char err[CONFIG_ERR_MAX] = "a NUL byte in the form";
@@ -188,8 +313,8 @@ static const struct route settings_routes[] = {
 
 static const struct config_key settings_keys[] = {
     {"admin", CONFIG_BOOL, CONFIG_FIELD(struct settings_config, admin), 0, 0, "off", "on|off",
-     "GET and POST /settings change live settings, from loopback clients only", CONFIG_RELOAD,
-     NULL},
+     "GET and POST /settings change live settings (loopback clients, same origin only)",
+     CONFIG_RELOAD, NULL},
 };
 
 static const struct config_table settings_config_table =

@@ -8,9 +8,11 @@
 /* GET /settings: the live settings as JSON. POST /settings with a
  * form-urlencoded body (partition=64k&scheduler=fifo) changes them, all or
  * nothing, validated as the config file is, and answers the new JSON.
- * Only with `admin = on` and only for loopback clients (403 otherwise):
- * anyone who can change the partition can clog the server on purpose, so
- * the switch is for the person at the machine (a talk, a lab). */
+ * Only with `admin = on`, only for loopback clients, and only from the
+ * server's own page (settings_refusal); 403 otherwise: anyone who can
+ * change the partition can clog the server on purpose, so the switch is
+ * for the person at the machine (a talk, a lab), not for whatever page
+ * their browser has open. */
 extern const struct module settings_module;
 
 /* The module's keys (settings_module.config fills it). */
@@ -20,6 +22,16 @@ struct settings_config {
 
 struct buf;
 struct server;
+
+/* Whether REQ, from a loopback client, comes from the server's own page or
+ * from no browser at all: NULL, or the rule it breaks, for the 403 body.
+ * The speaker's browser is itself a loopback client, so a page of any
+ * other origin must not reach the switch (cross-site request forgery, DNS
+ * rebinding). The rules: Host is localhost, 127.x.y.z or [::1], with or
+ * without a port; an Origin is exactly http:// and that Host (not null);
+ * a Sec-Fetch-Site is same-origin or none; a POST is
+ * application/x-www-form-urlencoded. Reads REQ's headers only. */
+const char *settings_refusal(const struct request *req);
 
 /* Whether admin = on: /settings answers (loopback clients). */
 bool settings_admin(const struct server *srv);

@@ -16,6 +16,10 @@ static const char *const header_names[HEADER_COUNT] = {
     [HEADER_IF_MODIFIED_SINCE] = "if-modified-since",
     [HEADER_IF_UNMODIFIED_SINCE] = "if-unmodified-since",
     [HEADER_ACCEPT_ENCODING] = "accept-encoding",
+    [HEADER_HOST] = "host",
+    [HEADER_ORIGIN] = "origin",
+    [HEADER_SEC_FETCH_SITE] = "sec-fetch-site",
+    [HEADER_CONTENT_TYPE] = "content-type",
 };
 
 /* ---- llhttp callbacks -------------------------------------------------------- */

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # Live settings: GET and POST /settings with `admin = on`, from loopback
-# clients only; values validated as in the config file, all or nothing; a
-# change reaches responses in flight at their next piece; emulate_disk
-# makes every file read take at least its latency. Counters, not timings.
+# clients only, and only from the server's own page (Host, Origin,
+# Sec-Fetch-Site and a POST's Content-Type; 403 naming the rule); values
+# validated as in the config file, all or nothing; a change reaches
+# responses in flight at their next piece; emulate_disk makes every file
+# read take at least its latency. Counters, not timings.
 import json
 import re
 import socket
@@ -90,6 +92,105 @@ def changes():
             is_(settings(srv, "partition=4k", host=other)[0], 403, "its POST too")
 
 
+FORM = "application/x-www-form-urlencoded"
+ATTACK = "partition=whole&scheduler=fifo&emulate_disk=1s"
+
+
+def raw(srv, method, headers, body=None, version="HTTP/1.1"):
+    """One request with exactly these headers (no Host added): (status, body text)."""
+    with Conn(srv.port) as c:
+        r = c.roundtrip(method, "/settings", headers=headers, body=body, version=version,
+                        host=False)
+    return r.status, r.body.decode("utf-8", "replace")
+
+
+def same_origin():
+    """Only the server's own page reaches the switch: a page of another
+    origin (its Origin, or Sec-Fetch-Site), under another name (DNS
+    rebinding: its Host) or posting something other than the dashboard's
+    form gets 403 saying which rule, and nothing changes."""
+    with Server(args=["--admin", "on"]) as srv:
+        here = "127.0.0.1:%d" % srv.port
+        refused = [
+            ("POST", [("Host", here), ("Origin", "http://evil.example"), ("Content-Type", FORM)],
+             "Origin must be http:// and the Host", "a cross-origin form POST"),
+            ("POST", [("Host", here), ("Origin", "http://127.0.0.1:1"), ("Content-Type", FORM)],
+             "Origin must be", "a POST from another port of the same address"),
+            ("POST", [("Host", here), ("Origin", "https://" + here), ("Content-Type", FORM)],
+             "Origin must be", "a POST from https:// on the same name and port"),
+            ("POST", [("Host", here), ("Origin", "null"), ("Content-Type", FORM)],
+             "Origin: null is refused", "Origin: null (a sandboxed page)"),
+            ("POST", [("Host", "rebind.evil.example"), ("Origin", "http://rebind.evil.example"),
+                      ("Content-Type", FORM)],
+             "Host must be localhost, 127.x.y.z or [::1]", "a POST under a foreign Host"),
+            ("POST", [("Host", "127.0.0.1.evil.example:%d" % srv.port), ("Content-Type", FORM)],
+             "Host must be", "a POST under 127.0.0.1.evil.example"),
+            ("GET", [("Host", "rebind.evil.example:%d" % srv.port)],
+             "Host must be", "a GET under a foreign Host (a rebound page reading /settings)"),
+            ("GET", [("Host", "localhost.")], "Host must be", "a GET under localhost."),
+            ("GET", [], "Host must be", "an HTTP/1.0 GET without Host"),
+            ("POST", [("Host", here), ("Sec-Fetch-Site", "cross-site"), ("Content-Type", FORM)],
+             "Sec-Fetch-Site must be same-origin or none", "a cross-site POST without Origin"),
+            ("GET", [("Host", here), ("Sec-Fetch-Site", "same-site")],
+             "Sec-Fetch-Site must be", "a same-site GET"),
+            ("POST", [("Host", here), ("Content-Type", "text/plain")],
+             "a POST must be Content-Type: application/x-www-form-urlencoded",
+             "a text/plain POST"),
+            ("POST", [("Host", here)], "a POST must be Content-Type",
+             "a POST without Content-Type"),
+            ("POST", [("Host", here), ("Origin", "http://" + here),
+                      ("Content-Type", "multipart/form-data; boundary=x")],
+             "a POST must be Content-Type", "a same-origin multipart POST"),
+        ]
+        for method, headers, rule, what in refused:
+            version = "HTTP/1.1" if headers else "HTTP/1.0"
+            body = ATTACK.encode() if method == "POST" else None
+            status, text = raw(srv, method, headers, body, version)
+            is_(status, 403, what + ": 403")
+            like(text, r"^403 Forbidden: /settings answers only its own page: %s"
+                 % re.escape(rule), "  and the body names the rule")
+            ok('"partition"' not in text, "  and shows no setting")
+        status, _ = raw(srv, "HEAD", [("Host", "rebind.evil.example")])
+        is_(status, 403, "a HEAD under a foreign Host: 403")
+
+        # The issue's three requests, as curl sends them.
+        for headers in ([("Host", here), ("Origin", "http://evil.example")],
+                        [("Host", "rebind.evil.example"), ("Origin", "http://rebind.evil.example")],
+                        [("Host", here), ("Origin", "null")]):
+            status, _ = raw(srv, "POST", headers + [("Content-Type", FORM)], ATTACK.encode())
+            is_(status, 403, "POST with %s: 403" % ", ".join("%s: %s" % h for h in headers))
+
+        status, s = settings(srv)
+        is_((status, s["partition"], s["scheduler"], s["emulate_disk"], s["changed_ms"]),
+            (200, "auto", "fair", "off", {}), "a same-origin GET: nothing changed")
+        is_(srv.stats()["settings_changed_ms"], {}, "/stats agrees: no setting changed")
+
+        # A refused POST's body is read and dropped: the connection serves on.
+        with Conn(srv.port) as c:
+            r = c.roundtrip("POST", "/settings", body=ATTACK.encode(),
+                            headers={"Origin": "http://evil.example", "Content-Type": FORM})
+            is_(r.status, 403, "keep-alive: a refused POST")
+            r = c.roundtrip("GET", "/settings")
+            is_((r.status, json.loads(r.body)["partition"]), (200, "auto"),
+                "then a GET on the same connection: 200, unchanged")
+
+        # The dashboard's own requests, from each name it may be loaded under.
+        for name in ("127.0.0.1:%d" % srv.port, "localhost:%d" % srv.port,
+                     "[::1]:%d" % srv.port, "LOCALHOST:%d" % srv.port):
+            headers = [("Host", name), ("Sec-Fetch-Site", "same-origin")]
+            status, text = raw(srv, "GET", headers)
+            is_(status, 200, "the dashboard's GET under Host %s: 200" % name)
+            status, text = raw(srv, "POST", headers + [("Origin", "http://" + name.lower()),
+                                                       ("Content-Type", FORM + ";charset=UTF-8")],
+                               b"partition=64k")
+            is_((status, json.loads(text)["partition"] if status == 200 else text),
+                (200, "64k"), "  its POST from http://%s: 200, applied" % name.lower())
+        status, text = raw(srv, "POST", [("Host", "localhost"), ("Content-Type", FORM)],
+                           b"partition=4k")
+        is_((status, json.loads(text)["partition"] if status == 200 else text), (200, "4k"),
+            "curl -d partition=4k localhost/settings (no Origin): 200")
+
+
 def in_flight():
     """A download stalled at 1m pieces reads its rest in 4k pieces once the
     partition changes: the change reaches it at its next piece."""
@@ -126,6 +227,7 @@ def disk():
 def main():
     admin_off()
     changes()
+    same_origin()
     in_flight()
     disk()
 

@@ -10,7 +10,12 @@
 # marker on its chart. The presenter shortcut ?set=KEY=VALUE switches through
 # the same code, a bad value shows the server's 400 message, and when the
 # server goes away the page says "down" and comes back when a server answers
-# on the port again. A screenshot goes to build/dashboard-test.png.
+# on the port again. A screenshot goes to build/dashboard-test.png. And
+# pages of other origins (a second server's, the server's own under its
+# other name, and under a name Chromium resolves to 127.0.0.1, as DNS
+# rebinding would) try the switch with fetch() and forms: every try reaches
+# the server, gets 403 and changes nothing, while the dashboard switches
+# from its own origin under 127.0.0.1 and localhost.
 #
 # Skipped when chromium is not installed, unless UNCLOG_REQUIRE_BROWSER=1
 # (CI): then that fails. States and values only, no timing thresholds.
@@ -57,6 +62,66 @@ CHROME_AE = "gzip, deflate, br, zstd"
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run",
                 "--hide-scrollbars", "--window-size=1280,800"]
+
+# A page of another origin that tries the switch at ?target=ORIGIN: POSTs of
+# the form by fetch (no-cors, as a form and as text/plain; cors, which sends
+# a simple request with no preflight), a cors GET that would read the
+# settings, and a form POSTed into an iframe. window.results says what the
+# page saw; data-done="1" once all were tried.
+ATTACK = b"""<!doctype html>
+<html><head><meta charset="utf-8"><title>another origin</title></head><body>
+<script>
+const url = new URLSearchParams(location.search).get("target") + "/settings";
+const form = "partition=whole&scheduler=fifo&emulate_disk=1s";
+window.results = {};
+async function attempt(name, f) {
+  try { results[name] = await f(); } catch (e) { results[name] = "error " + e.name; }
+}
+const read = async (r) => r.status + " " + (await r.text());
+(async () => {
+  await attempt("no-cors form", async () =>
+    (await fetch(url, {method: "POST", mode: "no-cors", body: new URLSearchParams(form)})).type);
+  await attempt("no-cors text", async () =>
+    (await fetch(url, {method: "POST", mode: "no-cors", body: form})).type);
+  await attempt("cors post", async () => read(await fetch(url, {method: "POST", body: form,
+    headers: {"Content-Type": "application/x-www-form-urlencoded"}})));
+  await attempt("cors get", async () => read(await fetch(url, {cache: "no-store"})));
+  await new Promise((resolve) => {
+    const frame = document.createElement("iframe");
+    frame.name = "sink";
+    document.body.append(frame);
+    frame.onload = resolve;
+    const f = document.createElement("form");
+    f.method = "post"; f.action = url; f.target = "sink";
+    for (const [k, v] of new URLSearchParams(form)) {
+      const i = document.createElement("input");
+      i.type = "hidden"; i.name = k; i.value = v; f.append(i);
+    }
+    document.body.append(f);
+    f.submit();
+  });
+  results["iframe form"] = "submitted";
+  document.body.dataset.done = "1";
+})();
+</script></body></html>
+"""
+# The classic: a form that posts itself to ?target=ORIGIN as the page loads
+# (the whole tab goes to /settings).
+AUTO_FORM = b"""<!doctype html>
+<html><head><meta charset="utf-8"><title>auto-submit</title></head><body>
+<form id="f" method="post">
+<input type="hidden" name="partition" value="whole">
+<input type="hidden" name="scheduler" value="fifo">
+<input type="hidden" name="emulate_disk" value="1s">
+</form>
+<script>
+const f = document.getElementById("f");
+f.action = new URLSearchParams(location.search).get("target") + "/settings";
+f.submit();
+</script></body></html>
+"""
+ATTACKS = 6  # requests to /settings per origin: ATTACK's five, AUTO_FORM's one
+REBIND = "rebind.test"  # Chromium resolves it to 127.0.0.1 (--host-resolver-rules)
 
 BIG = random_bytes(32 * MiB, 35)
 SMALL = text_bytes(2 * KiB)
@@ -219,12 +284,13 @@ class Cdp:
 class Browser:
     """Headless Chromium with a DevTools port, and a Cdp on its page."""
 
-    def __init__(self, chromium):
+    def __init__(self, chromium, flags=()):
         self.profile = tempfile.mkdtemp(prefix="unclog-chromium-")
         self.log = open(os.path.join(self.profile, "stderr.log"), "wb")
         self.proc = subprocess.Popen(
-            [chromium] + CHROME_FLAGS + ["--user-data-dir=" + self.profile,
-                                         "--remote-debugging-port=0", "about:blank"],
+            [chromium] + CHROME_FLAGS + list(flags) + ["--user-data-dir=" + self.profile,
+                                                       "--remote-debugging-port=0",
+                                                       "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log)
         self.cdp = None
         try:
@@ -551,6 +617,94 @@ def dashboard_live(chromium):
             srv.stop()
 
 
+def settings_refused(srv):
+    """How many /settings requests were answered 4xx, and 2xx."""
+    r = srv.stats()["responses"]["/settings"]
+    return r["4xx"], r["2xx"]
+
+
+def attack_from(browser, srv, page_origin, target, rule):
+    """Chromium on a page of PAGE_ORIGIN tries the switch of the server at
+    TARGET: every try reaches the server and is refused by RULE."""
+    refused, applied = settings_refused(srv)
+    browser.goto("%s/attack.html?target=%s" % (page_origin, target))
+    browser.wait('document.body.dataset.done === "1"',
+                 "a page of %s tried the switch at %s" % (page_origin, target))
+    results = browser.cdp.eval("window.results")
+    note("what the page of %s saw: %r" % (page_origin, results))
+    if page_origin == target:
+        # Same origin to the browser, under a rebound name: the page reads
+        # the answer, and it is the refusal.
+        for name in ("cors post", "cors get"):
+            like(results.get(name), r"^403 403 Forbidden: .*%s" % re.escape(rule),
+                 "  %s: the page reads a 403 naming the rule" % name)
+    else:
+        is_((results.get("cors post"), results.get("cors get")), ("error TypeError",) * 2,
+            "  cors POST and GET: the page may not read the answer")
+    # The page leaves at once: wait for where it goes, not for the page.
+    browser.cdp.call("Page.navigate", url="%s/auto-form.html?target=%s" % (page_origin, target))
+    browser.wait('location.href === %s && document.readyState === "complete"'
+                 % json.dumps(target + "/settings"), "  the auto-submitted form took the tab")
+    like(browser.cdp.eval("document.body.innerText"),
+         r"^403 Forbidden: /settings answers only its own page: %s" % re.escape(rule),
+         "  and the tab shows the 403 naming the rule")
+    is_(settings_refused(srv), (refused + ATTACKS, applied),
+        "  all %d tries reached the server: %d more 403s, no 200" % (ATTACKS, ATTACKS))
+
+
+def admin_other_origins(chromium):
+    """Pages of other origins, in a real browser, cannot switch the settings:
+    a second server's page (same site, and another site), the server's own
+    pages under its other name, and under a name rebound to 127.0.0.1 (DNS
+    rebinding). The dashboard switches them from its own origin under
+    either name, and not under the rebound one."""
+    pages = {"attack.html": ATTACK, "auto-form.html": AUTO_FORM}
+    srv = Server(files=dict(dashboard_files(), **pages), args=["--admin", "on"],
+                 name="admin server").start()
+    other = Server(files=pages, name="other origin").start()
+    here = "http://127.0.0.1:%d" % srv.port
+    browser = None
+    try:
+        browser = Browser(chromium, ["--host-resolver-rules=MAP %s 127.0.0.1" % REBIND])
+        origin_rule = "Origin must be http:// and the Host"
+        attack_from(browser, srv, "http://127.0.0.1:%d" % other.port, here, origin_rule)
+        attack_from(browser, srv, "http://localhost:%d" % other.port, here, origin_rule)
+        attack_from(browser, srv, "http://localhost:%d" % srv.port, here, origin_rule)
+        rebound = "http://%s:%d" % (REBIND, srv.port)
+        attack_from(browser, srv, rebound, rebound, "Host must be localhost, 127.x.y.z or [::1]")
+        status, now = settings(srv)
+        is_((status, now["partition"], now["scheduler"], now["emulate_disk"], now["changed_ms"]),
+            (200, "auto", "fair", "off", {}), "GET /settings: nothing changed")
+
+        # The dashboard under the rebound name: GET /settings is refused, so
+        # it shows no switch, and its ?set= changes nothing.
+        browser.goto(rebound + "/dashboard.html?set=partition=whole")
+        browser.wait('document.getElementById("set-result").dataset.state === "error"',
+                     "the dashboard under %s: ?set= is an error" % REBIND)
+        is_(browser.cdp.eval("document.body.dataset.admin"), "off", "  the page shows no switch")
+        is_(settings(srv)[1]["partition"], "auto", "  and nothing changed")
+
+        # The dashboard on the server's own origin, under either name.
+        for origin, pair in ((here, "partition=64k"),
+                             ("http://localhost:%d" % srv.port, "scheduler=fifo")):
+            browser.goto("%s/dashboard.html?set=%s" % (origin, pair))
+            browser.wait('document.getElementById("set-result").dataset.state === "ok"',
+                         "the dashboard at %s switched %s" % (origin, pair))
+        status, now = settings(srv)
+        is_((status, now["partition"], now["scheduler"]), (200, "64k", "fifo"),
+            "GET /settings: partition 64k, scheduler fifo")
+        browser.no_errors("(the dashboard under each name)")
+    except BaseException:
+        if browser:
+            diag("chromium stderr tail:\n" + browser.stderr()[-2000:])
+        raise
+    finally:
+        if browser:
+            browser.close()
+        other.stop()
+        srv.stop()
+
+
 def main():
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -563,6 +717,7 @@ def main():
         return
     gzip_page(chromium)
     dashboard_admin_off(chromium)
+    admin_other_origins(chromium)
     dashboard_live(chromium)
 
 
