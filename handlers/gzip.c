@@ -196,7 +196,9 @@ static int gzip_on_headers(struct conn *c, const struct request *req)
 }
 
 /* The head is in: the response starts, and the body is deflated as it
- * arrives, a slice per job (`whole`: the body is one slice). */
+ * arrives, a slice per job (`whole`: the body is one slice). Its status is
+ * committed late: until the first slot is full or the body is in, a body
+ * that goes bad (413, a bad chunk, 408) gets its own status instead. */
 static int gzip_on_request(struct conn *c, const struct request *req)
 {
     const struct gzip_config *cfg = gzip_config_of(c);
@@ -212,6 +214,7 @@ static int gzip_on_request(struct conn *c, const struct request *req)
     if (d == NULL)
         return 503;
     d->base.slice = slice;
+    d->base.commit_late = true;
     d->conn = c;
     d->chunked = req->chunked;
     d->body_max = cfg->gzip_max_body;

@@ -12,7 +12,10 @@
  * or the response's slots are full, so a connection holds one slice of
  * input, at most two of output and zlib's state, whatever the body's size.
  * A body over gzip_max_body gets 413 from its Content-Length, before any of
- * it is read; a chunked one that grows past it is cut with a reset. */
+ * it is read. The 200 waits until the response's first slot is full or the
+ * body is in: a chunked body that grows past the limit before then gets 413
+ * (a bad chunk 400, silence 408); one that does so later is cut with a
+ * reset. */
 extern const struct module gzip_module;
 
 /* The module's keys (gzip_module.config fills it). */

@@ -446,11 +446,12 @@ static void refuse(struct conn *c, const char *why)
     int status = c->error ? c->error : 400;
     if (streaming(c)) {
         /* A streamed body went bad after its response began. While none of
-         * the response is out, stop it and answer the refusal instead;
-         * after that no status can be sent, and the response is cut short. */
+         * the response is out (a late head waits for its first slot to
+         * fill), stop it and answer the refusal instead; after that no
+         * status can be sent, and the response is cut short. */
         log_debug("request %s: %s (%d) while streaming", c->peer, why ? why : "refused", status);
         c->in_len = 0;
-        if (c->pump.src != NULL && c->pump.head != NULL) {
+        if (pump_head_held(&c->pump)) {
             c->error = status;
             enter(c, CONN_REFUSING);
             pump_stop(&c->pump);

@@ -22,6 +22,11 @@ void pump_init(struct pump *pump, uv_stream_t *stream, const struct pump_env *en
         pump->slots[i].pump = pump;
 }
 
+bool pump_head_held(const struct pump *pump)
+{
+    return pump->src != NULL && pump->head != NULL;
+}
+
 bool pump_busy(const struct pump *pump)
 {
     return pump->filling >= 0 || pump->slots[0].busy || pump->slots[1].busy || pump->waiting;
@@ -130,18 +135,31 @@ static void fill_work(struct gateway_job *job)
         pump_emulate_disk(&f->disk, started, f->len);
 }
 
+/* Whether SLOT, just filled, waits for more before it goes out: the head
+ * of a source that commits late waits for a full slot or the end. */
+static bool gathers(const struct pump *pump, const struct pump_slot *slot)
+{
+    return pump->src->commit_late && pump->head != NULL && !pump->eof && slot->len < pump->alloc;
+}
+
 static void fill_after_work(struct gateway_job *job, int status)
 {
     struct pump *pump = container_of(job, struct pump, fill.job);
     struct pump_slot *slot = &pump->slots[pump->filling];
     pump->filling = -1;
+    pump->gathering = NULL;
     if (status < 0 || pump->fill.rc < 0 || pump->stopping || pump->failed) {
         slot->busy = false;
         pump->failed = true;
     } else {
-        slot->len = pump->fill.len;
+        slot->len += pump->fill.len;
         pump->eof = pump->fill.eof;
-        write_slot(pump, slot);
+        if (gathers(pump, slot)) {
+            slot->busy = false;
+            pump->gathering = slot;
+        } else {
+            write_slot(pump, slot);
+        }
         if (!pump->eof && !pump->failed)
             fill_next(pump);
     }
@@ -206,8 +224,8 @@ static size_t next_piece(const struct pump *pump)
     return piece < pump->piece_max ? piece : pump->piece_max;
 }
 
-/* Starts a fill into a free slot, if there is one, none is in flight and
- * the source has input. */
+/* Starts a fill, if none is in flight and the source has input, into the
+ * slot gathering the first bytes, else into a free slot if there is one. */
 static void fill_next(struct pump *pump)
 {
     if (pump->filling >= 0 || pump->waiting)
@@ -215,15 +233,19 @@ static void fill_next(struct pump *pump)
     struct pump_source *src = pump->src;
     if (src->ops->ready != NULL && !src->ops->ready(src))
         return;
-    struct pump_slot *slot = free_slot(pump);
-    if (slot == NULL)
-        return;
+    struct pump_slot *slot = pump->gathering;
+    if (slot == NULL) {
+        slot = free_slot(pump);
+        if (slot == NULL)
+            return;
+        slot->len = 0;
+    }
     int i = (int)(slot - pump->slots);
     slot->busy = true;
     pump->filling = i;
     pump->fill.src = pump->src;
-    pump->fill.buf = slot->buf;
-    pump->fill.cap = pump->alloc;
+    pump->fill.buf = slot->buf + slot->len;
+    pump->fill.cap = pump->alloc - slot->len;
     pump->fill.piece = next_piece(pump);
     pump->fill.disk = pump->env->disk;
     /* The job's cost is the input it takes. */
@@ -261,6 +283,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
     src->pump = pump;
     pump->head = head;
     pump->head_len = head_len;
+    pump->gathering = NULL;
     pump->sent = 0;
     pump->chunked = chunked;
     pump->eof = pump->failed = pump->stopping = false;

@@ -26,6 +26,11 @@
  * slice. A response's slots are sized when it starts, for the largest piece
  * the partition gives then; a later, larger partition is capped at that.
  *
+ * The head goes out in the same write as the first slot. A source that
+ * commits late (a request body, whose own failure deserves a status) keeps
+ * it back longer: its fills gather in the first slot until the slot is full
+ * or the source has ended, and only then do head and slot go out together.
+ *
  * The memory comes from the server's budget (server/pool/budget.h): a response
  * starts once its source's own buffers and one slot are reserved, and uses
  * a second slot only when the budget has room for it then. Slots are freed
@@ -63,6 +68,10 @@ struct pump_source {
     uint64_t remaining;     /* bytes still to take in (read or deflate); fill keeps it current */
     size_t held;            /* bytes the source itself holds (input, zlib): budgeted */
     struct pump *pump;      /* the pump running it, for pump_kick */
+    /* The head waits until the first slot is full or the source has ended.
+     * Its fills may then get a CAP smaller than what their piece makes:
+     * they keep the rest of their input for the next fill. */
+    bool commit_late;
 };
 
 /* The partition file reads are cut by: a size in bytes, CONFIG_WHOLE, or
@@ -138,7 +147,10 @@ struct pump {
     size_t alloc;     /* size of each slot's buffer in this response */
     size_t piece_max; /* the largest piece those slots hold */
     int filling;      /* slot being filled, or -1 */
-    const char *head; /* response head, sent with the first piece */
+    /* commit_late, until the head is out: the slot whose bytes wait for it
+     * (not busy between two fills) */
+    struct pump_slot *gathering;
+    const char *head; /* response head, sent with the first slot; NULL once it is */
     size_t head_len;
     unsigned long long sent; /* body bytes handed to the socket (framing excluded) */
     bool chunked, eof, failed, stopping;
@@ -151,10 +163,15 @@ void pump_init(struct pump *pump, uv_stream_t *stream, const struct pump_env *en
                pump_done_fn done);
 
 /* Streams SRC after HEAD (not copied: it must live until DONE) with
- * Transfer-Encoding chunked framing if CHUNKED. Takes ownership of SRC even on
- * failure. Returns 0, or a negative UV_E* code (DONE will not run). */
+ * Transfer-Encoding chunked framing if CHUNKED. HEAD goes out with the first
+ * slot (see commit_late). Takes ownership of SRC even on failure. Returns 0,
+ * or a negative UV_E* code (DONE will not run). */
 int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
                bool chunked);
+
+/* True while a response runs and no byte of it has gone to the socket: it
+ * may still be stopped and another response sent in its place. */
+bool pump_head_held(const struct pump *pump);
 
 /* True while a fill is on the pool, a write is in the socket's queue or the
  * response waits for the budget. */

@@ -2,12 +2,15 @@
 # POST /gzip: the answer is application/gzip and decompresses to exactly the
 # request body, for Content-Length and chunked bodies, at --gzip-partition
 # 4k, 64k and whole; 413 beyond --gzip-max-body, sent before the body is; a
-# round trip through curl and the real gzip -d.
+# chunked body that goes bad (413, a bad chunk, 408) while the response's
+# first slot is not full gets its status, after that a reset; a round trip
+# through curl and the real gzip -d.
 import os
 import subprocess
 
 from harness import (SLOW, KiB, MiB, Conn, ProtocolError, Server, build_request, diag, exchange,
-                     gunzip, in_parallel, is_, ok, poll, random_bytes, request, run, text_bytes)
+                     gunzip, in_parallel, is_, ok, poll, random_bytes, request, run, statuses,
+                     text_bytes)
 
 LIMIT = 2 * MiB
 RANDOM_1M = random_bytes(MiB, 11)
@@ -74,12 +77,13 @@ def test_limits():
         resp = Conn(srv.port).roundtrip("POST", "/gzip", body=RANDOM_1M)
         check_answer(resp, RANDOM_1M, "exactly at the 1m limit")
 
-        # The body streams: its 200 is out long before the body passes the
-        # limit, so the response ends cut short, with a reset.
+        # Incompressible, the body's output fills the response's first slot
+        # long before the body passes the limit: the 200 is out, and the
+        # response ends cut short, with a reset.
         chunks = [random_bytes(64 * KiB, 16)] * 20
         data, end = exchange(srv.port, build_request("POST", "/gzip", chunks=chunks))
         is_((data[:15], end), (b"HTTP/1.1 200 OK", "reset"),
-            "chunked body of 1.25 MiB over a 1m limit: the response is cut by a reset")
+            "chunked random body of 1.25 MiB over a 1m limit: the response is cut by a reset")
         ok(not data.endswith(b"\r\n0\r\n\r\n"), "... without its last chunk")
         # With `whole`, nothing is out before the body is in: 413.
         with Server(args=["--gzip-max-body", "1m", "--gzip-partition", "whole"],
@@ -90,6 +94,40 @@ def test_limits():
 
         resp = srv.get("/stats")
         is_(resp.status, 200, "server still answers after the 413s")
+
+
+def test_status_held():
+    """What deflates small stays in the response's first slot, with its head:
+    until that slot is full, a body that goes bad still gets its status and
+    a clean close, however much of it was deflated."""
+    text = text_bytes(64 * KiB)
+    with Server(name="server with the default 16m limit") as srv:
+        # The issue's case: 16 MiB + 64 KiB of text deflate to about 16 KiB.
+        chunks = [text] * (16 * 16 + 1)
+        data, end = exchange(srv.port, build_request("POST", "/gzip", chunks=chunks))
+        is_((data[:12], end), (b"HTTP/1.1 413", "closed"),
+            "chunked text of 16 MiB + 64 KiB over the 16m limit: 413, then a close")
+        is_(statuses(data), [413], "... and no other response")
+
+        # A bad chunk after 192 KiB, three slices deflated.
+        raw = build_request("POST", "/gzip", chunks=[text] * 3)[:-5] + b"zz\r\nhello\r\n"
+        data, end = exchange(srv.port, raw)
+        is_((data[:12], end), (b"HTTP/1.1 400", "closed"),
+            "a bad chunk after 192 KiB of text: 400, then a close")
+
+        resp = Conn(srv.port).roundtrip("POST", "/gzip", chunks=chunks[:5])
+        check_answer(resp, text * 5, "after them, 320 KiB of chunked text")
+
+    with Server(args=["--body-timeout", "500ms"], name="server with body_timeout 500ms") as srv:
+        # 192 KiB of text, then silence (the body is not over).
+        raw = build_request("POST", "/gzip", chunks=[text] * 3)[:-5]
+        data, end = exchange(srv.port, raw)
+        is_((data[:12], end), (b"HTTP/1.1 408", "closed"),
+            "192 KiB of chunked text, then silence past body_timeout: 408, then a close")
+        raw = build_request("POST", "/gzip", headers={"Content-Length": str(MiB)}, body=text)
+        data, end = exchange(srv.port, raw)
+        is_((data[:12], end), (b"HTTP/1.1 408", "closed"),
+            "64 KiB of a 1 MiB Content-Length body, then silence: 408, then a close")
 
 
 def test_framing():
@@ -158,6 +196,7 @@ def main():
     for partition in ("4k", "64k", "whole"):
         check_partition(partition)
     test_limits()
+    test_status_held()
     test_framing()
     test_concurrency_and_aborts()
     test_curl()

@@ -5,11 +5,12 @@
 # /gzip deflates a body as it arrives, so what a connection holds does not
 # grow with the body. Counters from /stats and bytes, not timings.
 import os
+import select
 import threading
 import time
 
 from harness import (KiB, MiB, Conn, Server, build_request, gunzip, in_parallel, is_, ok, poll,
-                     random_bytes, run)
+                     random_bytes, run, text_bytes)
 
 BIG = random_bytes(MiB, 15)
 SMALL = b"s" * KiB
@@ -89,12 +90,13 @@ def gzip_matrix():
                % partition)
 
 
-def stalled_gzip():
+def stalled_gzip(kind, chunk):
     """16 clients announce 16 MiB bodies, send 4 MiB each, read nothing and
     stall. Buffered whole, that is 64 MiB; streamed, each holds a slice of
-    input, its output slots and zlib's state."""
-    n, sent = 16, 4 * MiB
-    chunk = random_bytes(sent, 18)
+    input, its output slots and zlib's state. Text deflates into the first
+    slot, which keeps the response's head until it is full: nothing is sent
+    yet, and no more is held."""
+    n = 16
     with Server(files={"small.txt": SMALL}) as srv:
         base = srv.rss_kib()
         clients = [Conn(srv.port, rcvbuf=64 * KiB) for _ in range(n)]
@@ -110,9 +112,14 @@ def stalled_gzip():
             c.sock.settimeout(2)
             threading.Thread(target=send, args=(c,), daemon=True).start()
         ok(poll(lambda: srv.stats()["jobs"]["gzip"]["completed"] >= n * 8),
-           "the %d uploads are being deflated" % n)
+           "the %d uploads of %s are being deflated" % (n, kind))
         held = memory(srv)["held"]
         ok(held <= n * 640 * KiB, "they hold at most 640 KiB each by the budget", held)
+        if kind == "text":
+            ok(poll(lambda: srv.stats()["jobs"]["gzip"]["completed"] >= n * 64),
+               "all of their 4 MiB is deflated")
+            is_([readable(c) for c in clients], [False] * n,
+                "none of them has had a byte of its response: the head waits")
         is_(srv.get("/small.txt").body, SMALL, "another client is served meanwhile")
         ok(gzip_roundtrip(srv.port, SMALL, True), "and its /gzip body round-trips")
         grown = srv.rss_kib() - base
@@ -123,6 +130,11 @@ def stalled_gzip():
         for c in clients:
             c.close()
         ok(poll(lambda: memory(srv)["held"] == 0), "once they are gone, all memory is given back")
+
+
+def readable(conn):
+    """Whether conn has bytes from the server to read now."""
+    return bool(select.select([conn.sock], [], [], 0)[0])
 
 
 def late_reader():
@@ -147,7 +159,8 @@ def main():
     stalled_whole()
     many_whole()
     gzip_matrix()
-    stalled_gzip()
+    stalled_gzip("random bytes", random_bytes(4 * MiB, 18))
+    stalled_gzip("text", text_bytes(4 * MiB))
     late_reader()
 
 

@@ -69,13 +69,12 @@ def test_configured(srv):
         is_(statuses(data), [413], "Expect: 100-continue over max_body: 413 and no 100 Continue")
         expect_error(srv, watcher, b"GET /x.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 70000\r\n\r\n",
                      413, "a GET announcing a body over max_body")
-        # /gzip answers as the body arrives: past max_body, its 200 is out
-        # (the first 64k slice was deflated), so the response is cut short.
+        # /gzip answers as the body arrives, but its 200 waits until a slot
+        # of output is full, which 64 KiB of input cannot fill: past
+        # max_body, 413 (06_gzip.t has the reset that comes later).
         chunks = [b"c" * 16 * KiB] * 5
-        data, end = exchange(srv.port, build_request("POST", "/gzip", chunks=chunks))
-        desc = "a chunked body growing past max_body"
-        is_((statuses(data), end), ([200], "reset"), "%s: its response is cut by a reset" % desc)
-        ok(not data.endswith(b"\r\n0\r\n\r\n"), "%s: without the last chunk" % desc)
+        expect_error(srv, watcher, build_request("POST", "/gzip", chunks=chunks), 413,
+                     "a chunked body growing past max_body")
         expect_error(srv, watcher, b"POST /gzip HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
                      b"\r\n5;x=" + b"e" * 3000 + b"\r\nhello\r\n0\r\n\r\n", 400,
                      "a chunk extension longer than max_header_size")

@@ -1,5 +1,16 @@
 /* The piece rule (pump_piece): fixed sizes, whole, auto with and without
- * short work waiting, the end of a file, the one-GiB bound. */
+ * short work waiting, the end of a file, the one-GiB bound. And a late
+ * head (commit_late), over a real loop, gateway and socket: the fills
+ * gather in the first slot, the last with only the room left, and nothing
+ * is written until the slot is full or the source has ended; a stop before
+ * then leaves no byte in the socket. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server/base/util.h"
 #include "server/pool/pump.h"
 #include "tests/tap.h"
 
@@ -30,6 +41,176 @@ static const struct {
     {CONFIG_AUTO_SIZE, M, 64 * K, true, 16 * M, M, "auto with min over max, short work: min"},
 };
 
+/* A source fed from elsewhere, as a request body is: each unit fed makes
+ * MADE bytes (a running count, so that order shows), which a fill writes
+ * as far as its CAP lets it, keeping the rest for the next fill. */
+#define SLOT 10
+#define MADE 4
+
+struct fed_source {
+    struct pump_source base;
+    int fed;     /* units of input fed and not taken yet */
+    bool ended;  /* nothing more will be fed */
+    size_t owed; /* bytes made and not written yet */
+    char next;   /* the next byte's value */
+    size_t caps[8];
+    unsigned fills;
+};
+
+static int fed_fill(struct pump_source *src, size_t piece, char *buf, size_t cap, size_t *len,
+                    bool *eof)
+{
+    struct fed_source *f = container_of(src, struct fed_source, base);
+    if (f->owed == 0 && f->fed > 0) {
+        f->fed--;
+        f->owed = MADE;
+    }
+    if (f->fills < sizeof f->caps / sizeof f->caps[0])
+        f->caps[f->fills] = cap;
+    f->fills++;
+    *len = f->owed < cap ? f->owed : cap;
+    for (size_t i = 0; i < *len; i++)
+        buf[i] = f->next++;
+    f->owed -= *len;
+    *eof = f->ended && f->fed == 0 && f->owed == 0;
+    return 0;
+}
+
+static bool fed_ready(struct pump_source *src)
+{
+    struct fed_source *f = container_of(src, struct fed_source, base);
+    return f->owed > 0 || f->fed > 0 || f->ended;
+}
+
+static size_t fed_size(struct pump_source *src, size_t piece_max)
+{
+    return SLOT;
+}
+
+static void fed_release(struct pump_source *src)
+{
+}
+
+static const struct pump_source_ops fed_ops = {
+    .fill = fed_fill, .release = fed_release, .ready = fed_ready, .size = fed_size};
+
+static uv_loop_t loop;
+static int done_status, done_count;
+static int peer = -1; /* the client's end of the socket */
+
+static void on_done(struct pump *pump, int status)
+{
+    done_status = status;
+    done_count++;
+}
+
+/* Feeds N units (and the end, if END) and runs the loop until the fills
+ * they allow are done. */
+static void feed(struct pump *pump, struct fed_source *f, int n, bool end)
+{
+    f->fed += n;
+    f->ended = end;
+    pump_kick(pump);
+    uv_run(&loop, UV_RUN_DEFAULT);
+}
+
+/* What the client can read now. */
+static size_t drain(char *buf, size_t cap)
+{
+    ssize_t n = recv(peer, buf, cap, MSG_DONTWAIT);
+    return n > 0 ? (size_t)n : 0;
+}
+
+static const char want_bytes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+
+static void late_head(struct pump *pump)
+{
+    char got[64];
+    struct fed_source f = {
+        .base = {.ops = &fed_ops, .cls = GATEWAY_GZIP, .slice = 1, .commit_late = true}};
+    is_int(pump_start(pump, &f.base, "HEAD", 4, false), 0, "late head: started");
+    ok(pump_head_held(pump), "no input yet: the head is held");
+    feed(pump, &f, 1, false);
+    feed(pump, &f, 1, false);
+    is_int(f.fills, 2, "two fills");
+    is_int(f.caps[1], SLOT - MADE, "the second fill gets the room the first one left");
+    is_int(drain(got, sizeof got), 0, "8 bytes of a 10-byte slot: nothing is written");
+    ok(pump_head_held(pump), "the head is still held");
+    feed(pump, &f, 1, false);
+    is_int(f.caps[2], SLOT - 2 * MADE, "the third fill gets the 2 bytes left");
+    is_int(f.fills, 4, "the slot full, the rest of its input goes to a fresh slot");
+    is_int(f.caps[3], SLOT, "... with all of its room");
+    ok(!pump_head_held(pump), "the head is out");
+    size_t n = drain(got, sizeof got);
+    ok(n == 4 + 12 && memcmp(got, "HEAD", 4) == 0 && memcmp(got + 4, want_bytes, 12) == 0,
+       "the client has the head, then the 12 bytes in order");
+    feed(pump, &f, 0, true);
+    is_int(done_count, 1, "the end: done");
+    is_int(done_status, 0, "... with success");
+}
+
+static void late_head_stopped(struct pump *pump)
+{
+    char got[64];
+    struct fed_source f = {
+        .base = {.ops = &fed_ops, .cls = GATEWAY_GZIP, .slice = 1, .commit_late = true}};
+    done_count = 0;
+    is_int(pump_start(pump, &f.base, "HEAD", 4, false), 0, "stopped: started");
+    feed(pump, &f, 2, false);
+    is_int(f.fills, 2, "two fills gathered");
+    pump_stop(pump);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    is_int(done_count, 1, "a stop with the head held: done");
+    is_int(done_status, UV_ECANCELED, "... cancelled");
+    is_int(drain(got, sizeof got), 0, "and the client has had nothing");
+    is_int(pump->env->budget->held, 0, "the budget is given back");
+}
+
+static void early_head(struct pump *pump)
+{
+    char got[64];
+    struct fed_source f = {.base = {.ops = &fed_ops, .cls = GATEWAY_READ, .slice = 1}};
+    done_count = 0;
+    is_int(pump_start(pump, &f.base, "HEAD", 4, false), 0, "early head: started");
+    feed(pump, &f, 1, false);
+    is_int(drain(got, sizeof got), 4 + MADE,
+           "without commit_late the head goes with the first fill");
+    feed(pump, &f, 0, true);
+    is_int(done_status, 0, "and the response ends");
+}
+
+static void pump_over_socket(void)
+{
+    setenv("UV_THREADPOOL_SIZE", "1", 1);
+    uv_loop_init(&loop);
+    struct gateway gw;
+    gateway_init(&gw, &loop, SCHED_MODE_FIFO, 1);
+    struct budget budget;
+    budget_init(&budget, 1 << 20);
+    uint64_t bytes_sent = 0;
+    struct pump_env env = {.gateway = &gw, .budget = &budget, .bytes_sent = &bytes_sent};
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) < 0)
+        abort();
+    peer = fds[1];
+    uv_pipe_t pipe;
+    uv_pipe_init(&loop, &pipe, 0);
+    uv_pipe_open(&pipe, fds[0]);
+    struct pump pump;
+    pump_init(&pump, (uv_stream_t *)&pipe, &env, 1, on_done);
+
+    late_head(&pump);
+    late_head_stopped(&pump);
+    early_head(&pump);
+
+    pump_free(&pump);
+    uv_close((uv_handle_t *)&pipe, NULL);
+    gateway_close(&gw);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    is_int(uv_loop_close(&loop), 0, "the loop closes clean");
+    close(peer);
+}
+
 int main(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -37,5 +218,6 @@ int main(void)
         is_int(pump_piece(&p, cases[i].short_waiting, cases[i].remaining), cases[i].want,
                cases[i].desc);
     }
+    pump_over_socket();
     return tap_done();
 }
