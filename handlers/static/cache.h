@@ -10,11 +10,12 @@
  * file costs no threadpool round trip and no syscall but the socket's.
  *
  * Freshness comes from inotify, without a timer or a stat per request: the
- * pool job that fills an entry adds a watch on the file *before* reading it,
- * and every lookup first drains the (non-blocking) inotify queue, evicting
- * entries whose file changed. A change that completed before a request was
- * read is therefore always seen. What inotify cannot see (a parent directory
- * renamed, a symlink retargeted) is seen when the entry expires, after
+ * pool job that fills an entry adds a watch on the file *before* reading it
+ * and checks that the path still names the file it opened (static.c's
+ * read_body says why that is exact), and every lookup first drains the
+ * (non-blocking) inotify queue, evicting entries whose file changed. A
+ * change that completed before a request was read is therefore always seen. What inotify cannot see
+ * (a parent directory renamed, a symlink retargeted) is seen when the entry expires, after
  * CACHE_VALID_MS. Loop thread only, except cache_watch(). */
 
 #define CACHE_VALID_MS 10000
@@ -63,7 +64,8 @@ const struct cache_entry *cache_lookup(struct cache *cache, const char *key, uin
 uint64_t cache_drain(struct cache *cache);
 
 /* Worker thread: watches the file at PATH (resolved, no symlinks) for
- * changes. Returns the watch descriptor or -1. Call before reading it. */
+ * changes. Returns the watch descriptor or -1. Call before reading it, and
+ * cache only if PATH still names the file read after the watch is in. */
 int cache_watch(int inotify_fd, const char *path);
 
 /* Adds KEY -> BODY (taken) with the file's ST, TYPE and watch WD, unless

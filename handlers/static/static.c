@@ -121,14 +121,43 @@ static void open_directory(struct open_job *j)
         j->err = -ENOENT;
 }
 
+/* Whether PATH names the file that fstat described in ST. */
+static bool names_file(const char *path, const struct stat *st)
+{
+    struct stat now;
+    return stat(path, &now) == 0 && now.st_dev == st->st_dev && now.st_ino == st->st_ino;
+}
+
 /* Reads a small file's body for the cache, watching the file first so that
- * any later change is reported; a failure just means no caching. */
+ * any later change is reported; a failure just means no caching.
+ *
+ * The watch goes on the path, the read on the fd opened by the open job,
+ * and the file may have been renamed over in between (an atomic replace):
+ * the watch would sit on the new file while the old one's bytes were
+ * cached, and no event would ever come for them. So once the watch is in,
+ * the path must still name the fd's file (device and inode), else nothing
+ * is cached and the response comes from the fd. That is exact, in this
+ * order (watch, check, read):
+ * - a rename before the watch, even right after the open, leaves the path
+ *   naming another file at the check: not cached;
+ * - after the watch, every change to the watched file is an event, and any
+ *   event from the open job's submit to the insert drops the fill
+ *   (cache_insert's change count). That covers its content and the path
+ *   being taken from it: renamed over or unlinked (its link count changes:
+ *   IN_ATTRIB), renamed away (IN_MOVE_SELF). So when the check finds the
+ *   fd's file, the watch is on that file, or the watched file left the path
+ *   after the watch and its event drops the fill;
+ * - the body is read after the check, so what is cached is what the path
+ *   names, unless an event (which drops it) says otherwise.
+ * As for any entry, a parent directory renamed is seen only at expiry. */
 static void read_body(struct open_job *j)
 {
     j->wd = cache_watch(j->inotify_fd, j->real);
     /* Stat again: a change between the first fstat and the watch went unseen. */
     if (j->wd < 0 || fstat(j->f.fd, &j->f.st) < 0 || (size_t)j->f.st.st_size > j->cache_max)
         return;
+    if (!names_file(j->real, &j->f.st))
+        return; /* the path was renamed over: serve the fd, cache nothing */
     size_t size = (size_t)j->f.st.st_size;
     char *body = malloc(size ? size : 1);
     uint64_t started = uv_hrtime();

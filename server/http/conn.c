@@ -408,6 +408,17 @@ static void resume(struct conn *c)
         if (len == 0)
             break;
         const char *start = c->in + c->in_off;
+        size_t skip;
+        if (conn__chunk_split(c, start, &len, &skip) < 0) {
+            c->in_len = 0;
+            refuse(c, "chunk extension malformed or too long");
+            break;
+        }
+        if (skip > 0) {
+            c->in_off += skip; /* extensions: checked, never parsed by llhttp */
+            c->in_len -= skip;
+            continue;
+        }
         c->scanned = start;
         llhttp_errno_t err = llhttp_execute(&c->parser, start, len);
         /* A route's on_body may have closed C (its pump failed to start a
@@ -416,7 +427,8 @@ static void resume(struct conn *c)
             return;
         size_t used = len;
         if (err == HPE_PAUSED) {
-            /* At the end of a request, or at a streaming route's head. */
+            /* At the end of a request, a streaming route's head or a
+             * chunk-size line. */
             used = (size_t)(llhttp_get_error_pos(&c->parser) - start);
         } else if (err != HPE_OK) {
             c->in_len = 0;
@@ -431,9 +443,10 @@ static void resume(struct conn *c)
         }
         c->in_off += used;
         c->in_len -= used;
+        bool ended = c->parsed == PARSED_ALL;
         advance(c);
-        if (err == HPE_PAUSED && streaming(c))
-            llhttp_resume(&c->parser); /* paused at the head: the body follows */
+        if (err == HPE_PAUSED && !ended)
+            llhttp_resume(&c->parser); /* the body follows; finish() resumes after the end */
     }
     if (c->state < CONN_CLOSING)
         follow_input(c);

@@ -71,14 +71,17 @@ enum parsed { PARSED_NONE, PARSED_BEGUN, PARSED_HEAD, PARSED_ALL };
 
 /* Request fields llhttp leaves unchecked; reset for every request. */
 struct framing {
-    enum { FIELD_OTHER, FIELD_HOST, FIELD_TE } field; /* the field being read */
-    unsigned hosts, tes;                              /* Host, Transfer-Encoding lines */
+    enum { FIELD_OTHER, FIELD_HOST, FIELD_TE, FIELD_CONNECTION } field; /* the field being read */
+    unsigned hosts, tes; /* Host, Transfer-Encoding lines */
     size_t host_len, te_len;
     char te[24]; /* the Transfer-Encoding value, when it fits */
     bool te_long;
-    bool trailers;     /* the head is done: fields now are trailers */
-    uint64_t body_len; /* decoded body bytes so far */
-    size_t ext_len;    /* chunk-extension bytes so far */
+    struct strict_close close; /* Connection: close */
+    bool trailers;             /* the head is done: fields now are trailers */
+    uint64_t body_len;         /* decoded body bytes so far */
+    struct strict_chunk chunk; /* where llhttp is in a chunk-size line */
+    bool last_chunk;           /* the chunk of size 0 has begun: no chunk-size line follows */
+    size_t ext_len;            /* chunk-extension bytes so far */
 };
 
 /* A connection: owned by its server's list (conn_env.conns); frees itself
@@ -166,6 +169,11 @@ static inline const struct config *conn__cfg(const struct conn *c)
 extern const llhttp_settings_t conn__parser_settings;
 /* Whether C's request goes to a streaming route, answered at its head. */
 bool conn__streams(const struct conn *c);
+/* Keeps chunk extensions from llhttp (strict.h): of the LEN bytes at P, the
+ * next input, either llhttp takes the first *LEN (lowered), or the first
+ * *SKIP are extensions, checked, to drop. Returns 0, or -1 when the request
+ * is refused (c->error). */
+int conn__chunk_split(struct conn *c, const char *p, size_t *len, size_t *skip);
 
 /* response.c: heads in the connection's buffer; nothing is sent. */
 /* Adds Connection and the blank line. Returns false if the head overflowed. */

@@ -112,6 +112,8 @@ static int on_header_field_complete(llhttp_t *p)
         } else if (field_is(c, "transfer-encoding")) {
             f->field = FIELD_TE;
             f->tes++;
+        } else if (field_is(c, "connection")) {
+            f->field = FIELD_CONNECTION;
         }
         for (int i = 0; i < HEADER_COUNT; i++) {
             if (field_is(c, header_names[i]))
@@ -154,6 +156,8 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
         } else {
             f->te_long = true;
         }
+    } else if (f->field == FIELD_CONNECTION) {
+        strict_close_scan(&f->close, at, len);
     }
     if (c->header < 0)
         return 0;
@@ -170,6 +174,8 @@ static int on_header_value_complete(llhttp_t *p)
     if (c->header >= 0)
         c->values[c->values_len++] = '\0';
     c->header = -1;
+    if (c->framing.field == FIELD_CONNECTION)
+        strict_close_end(&c->framing.close);
     return 0;
 }
 
@@ -209,7 +215,8 @@ static int on_headers_complete(llhttp_t *p)
     c->url[c->url_len] = '\0';
     r->method = llhttp_get_method(p);
     r->http_minor = p->http_minor;
-    r->keep_alive = llhttp_should_keep_alive(p) && !p->upgrade;
+    /* RFC 9112 9.6: once close is seen, no further request is read. */
+    r->keep_alive = llhttp_should_keep_alive(p) && !p->upgrade && !c->framing.close.seen;
     r->head = r->method == HTTP_HEAD;
     r->chunked = (p->flags & F_CHUNKED) != 0;
     r->has_length = (p->flags & F_CONTENT_LENGTH) != 0;
@@ -244,8 +251,12 @@ static int on_headers_complete(llhttp_t *p)
         send_continue(c);
     /* A streaming route answers at its head: pause there for conn.c to
      * dispatch it, and the body goes in only as fast as the route's window
-     * lets it. Without a body, the message completes as this returns. */
-    return conn__streams(c) && has_body(r) ? HPE_PAUSED : 0;
+     * lets it. A chunked body pauses at each chunk-size line, for conn.c to
+     * keep its extensions from llhttp. Without a body, the message
+     * completes as this returns. */
+    if (r->chunked)
+        strict_chunk_line(&c->framing.chunk);
+    return (conn__streams(c) && has_body(r)) || r->chunked ? HPE_PAUSED : 0;
 }
 
 bool conn__streams(const struct conn *c)
@@ -253,13 +264,37 @@ bool conn__streams(const struct conn *c)
     return c->route != NULL && c->route->on_body_end != NULL && c->deferred == 0;
 }
 
-/* Chunk extensions are ignored, but not read without end: they count like
- * a header block. */
-static int on_chunk_extension(llhttp_t *p, const char *at, size_t len)
+int conn__chunk_split(struct conn *c, const char *p, size_t *len, size_t *skip)
+{
+    struct framing *f = &c->framing;
+    size_t take;
+    if (strict_chunk_scan(&f->chunk, p, *len, &take, skip) < 0)
+        return refuse(c, 400);
+    /* Extensions are ignored, but not read without end: all of a request's
+     * count like a header block. */
+    f->ext_len += *skip;
+    if (f->ext_len > conn__cfg(c)->max_header_size)
+        return refuse(c, 400);
+    if (take > 0)
+        *len = take;
+    return 0;
+}
+
+static int on_chunk_header(llhttp_t *p)
+{
+    if (p->content_length == 0)
+        parser_conn(p)->framing.last_chunk = true; /* trailers follow, not a chunk */
+    return 0;
+}
+
+/* After a chunk's data and CRLF: pause at the next chunk-size line. */
+static int on_chunk_complete(llhttp_t *p)
 {
     struct conn *c = parser_conn(p);
-    c->framing.ext_len += len;
-    return c->framing.ext_len > conn__cfg(c)->max_header_size ? refuse(c, 400) : 0;
+    if (c->framing.last_chunk)
+        return 0;
+    strict_chunk_line(&c->framing.chunk);
+    return HPE_PAUSED;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
@@ -298,8 +333,8 @@ const llhttp_settings_t conn__parser_settings = {
     .on_header_value = on_header_value,
     .on_header_value_complete = on_header_value_complete,
     .on_headers_complete = on_headers_complete,
-    .on_chunk_extension_name = on_chunk_extension,
-    .on_chunk_extension_value = on_chunk_extension,
+    .on_chunk_header = on_chunk_header,
+    .on_chunk_complete = on_chunk_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
 };

@@ -60,4 +60,46 @@ const char *strict_target_path(const char *target, bool absolute_ok);
  * white space around it): the only transfer coding unclog decodes. */
 bool strict_chunked(const char *value);
 
+/* Whether Connection field values hold the option "close" (RFC 9110 7.6.1:
+ * a list of tokens, any case, with optional white space; 9112 9.6: close
+ * wins over keep-alive). The values come in pieces, as llhttp hands them;
+ * the zeroed struct is the start of a request. llhttp 8.1's own flag misses
+ * a "close" followed by a tab, and llhttp_should_keep_alive ignores close on
+ * HTTP/1.0 when keep-alive is there too. */
+struct strict_close {
+    signed char at; /* bytes of "close" matched in this list member; -1: not it */
+    bool seen;      /* a member was "close" */
+};
+
+/* Reads the next LEN bytes of a Connection value. */
+void strict_close_scan(struct strict_close *s, const char *p, size_t len);
+
+/* One Connection line's value is complete. */
+void strict_close_end(struct strict_close *s);
+
+/* Chunk extensions (RFC 9112 7.1.1), which never reach llhttp: 8.1 refuses
+ * valid ones (a second extension after a token value, a quoted-pair, white
+ * space around ';' and '=') and takes invalid ones (an empty name or value).
+ * At each chunk-size line llhttp gets the size's hex digits and then the
+ * CRLF; the extensions in between are checked here and dropped:
+ *
+ *   chunk-ext     = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+ *   chunk-ext-val = token / quoted-string
+ *
+ * The zeroed struct is outside any chunk-size line: llhttp takes all. */
+struct strict_chunk {
+    unsigned char state;
+};
+
+/* The next byte of the stream starts a chunk-size line. */
+void strict_chunk_line(struct strict_chunk *s);
+
+/* Splits the LEN (> 0) bytes at P, the next of the stream: either llhttp
+ * takes the first *TAKE of them, or the first *SKIP are extensions to drop
+ * (the other is 0). Returns 0, or -1 at a byte no extension may have there
+ * (a bare CR or LF, a control byte, a missing name or value, an unclosed
+ * quoted string cut by the line's end). */
+int strict_chunk_scan(struct strict_chunk *s, const char *p, size_t len, size_t *take,
+                      size_t *skip);
+
 #endif

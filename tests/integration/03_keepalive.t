@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-# Connection handling: HTTP/1.1 keep-alive by default, Connection: close,
-# HTTP/1.0 with and without keep-alive, pipelining (answers in order, also
-# across large files and POST /gzip), requests split into tiny writes.
+# Connection handling: HTTP/1.1 keep-alive by default, Connection: close
+# in every spelling (close wins over keep-alive), HTTP/1.0 with and without
+# keep-alive, pipelining (answers in order, also across large files and
+# POST /gzip), requests split into tiny writes.
 import socket
 import threading
 import time
 
-from harness import (KiB, MiB, ProtocolError, Server, build_request, gunzip, in_parallel, is_,
-                     like, note, ok, random_bytes, run)
+from harness import (KiB, MiB, ProtocolError, Server, build_request, exchange, gunzip,
+                     in_parallel, is_, like, note, ok, random_bytes, run, statuses)
 
 FILES = {
     "a.txt": b"file a",
@@ -68,6 +69,62 @@ def test_http10(srv):
         is_((resp.status, resp.header("Content-Length")), (200, str(len(FILES["mid.bin"]))),
             "HTTP/1.0 HEAD")
         is_(conn.wait_closed(), "closed", "HTTP/1.0 HEAD: server closes")
+
+# RFC 9112 9.6: once "close" is seen, no further request on the connection
+# is processed, whatever else the Connection lines say.
+CLOSE_SPELLINGS = [
+    ("HTTP/1.0", [b"Connection: keep-alive, close"]),
+    ("HTTP/1.0", [b"Connection: close, keep-alive"]),
+    ("HTTP/1.0", [b"Connection: Keep-Alive, CLOSE"]),
+    ("HTTP/1.0", [b"Connection: keep-alive", b"Connection: close"]),
+    ("HTTP/1.1", [b"Connection: Close"]),
+    ("HTTP/1.1", [b"Connection: CLOSE"]),
+    ("HTTP/1.1", [b"Connection: keep-alive,close"]),
+    ("HTTP/1.1", [b"Connection: keep-alive", b"Connection: close"]),
+    ("HTTP/1.1", [b"Connection: foo", b"Connection: bar, close"]),
+    ("HTTP/1.1", [b"Connection: foo,\t close \t, bar"]),
+    ("HTTP/1.1", [b"Connection: close\t"]),
+    ("HTTP/1.1", [b"Connection:\tclose"]),
+]
+
+# Options that only look like close: the connection stays open.
+NOT_CLOSE = [b"Connection: closed", b"Connection: keep-alive, x-close", b"Connection: clo se",
+             b"Connection: keep-alive", b"X-Connection: close"]
+
+
+def test_close_spellings(srv):
+    after = build_request("GET", "/b.txt")
+    for version, lines in CLOSE_SPELLINGS:
+        head = b"GET /a.txt " + version.encode() + b"\r\n"
+        if version == "HTTP/1.1":
+            head += b"Host: a\r\n"
+        raw = head + b"".join(l + b"\r\n" for l in lines) + b"\r\n" + after
+        desc = "%s %s" % (version, " + ".join(repr(l.decode()) for l in lines))
+        data, end = exchange(srv.port, raw)
+        head, _, rest = data.partition(b"\r\n\r\n")
+        is_(statuses(head + b"\r\n"), [200], "%s: 200" % desc)
+        is_(rest, FILES["a.txt"], "%s: the first body, and no answer to the pipelined request"
+            % desc)
+        is_(end, "closed", "%s: then the connection is closed" % desc)
+        like(head.decode("latin-1"), r"(?im)^Connection:\s*close\s*$",
+             "%s: the answer says Connection: close" % desc)
+    # A streaming route: its answer is under way while the head is read.
+    body = b"compress me " * 100
+    raw = (b"POST /gzip HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, CLOSE\r\n"
+           b"Content-Length: %d\r\n\r\n" % len(body) + body + after)
+    with srv.conn() as conn:
+        conn.send(raw)
+        resp = conn.read_response()
+        ok(resp.status == 200 and gunzip(resp.body) == body, "POST /gzip with keep-alive, CLOSE",
+           repr(resp))
+        is_(conn.wait_closed(), "closed", "POST /gzip with keep-alive, CLOSE: closed, the "
+            "pipelined request unanswered")
+    for line in NOT_CLOSE:
+        with srv.conn() as conn:
+            conn.send(b"GET /a.txt HTTP/1.1\r\nHost: a\r\n" + line + b"\r\n\r\n" + after)
+            got = [(r.status, r.body) for r in conn.read_responses(["GET", "GET"])]
+            is_(got, [(200, FILES["a.txt"]), (200, FILES["b.txt"])],
+                "%r is not close: both answered" % line.decode())
 
 
 def pipeline(srv, reqs, desc, close_at_end=False):
@@ -204,6 +261,7 @@ def main():
     with Server(files=FILES) as srv:
         test_keepalive(srv)
         test_http10(srv)
+        test_close_spellings(srv)
         test_pipelining(srv)
         test_split_writes(srv)
         test_half_close(srv)

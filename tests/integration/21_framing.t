@@ -6,10 +6,12 @@
 # CR + any byte, obs-fold, junk after chunk data, Transfer-Encoding other
 # than chunked, HTTP/1.0 with Transfer-Encoding, missing or repeated Host,
 # spaces in field names, RTSP/ICE protocols, targets neither origin- nor
-# absolute-form). Each case is also sent one byte per write. Valid framing
-# that looks odd must still work.
+# absolute-form, chunk extensions outside the RFC's grammar). Each case is
+# also sent one byte per write. Valid framing that looks odd must still
+# work, chunk extensions of every form the grammar allows among it: on
+# POST /gzip, a GET that drops its body, and POST /settings.
 
-from harness import Conn, Server, exchange, gunzip, is_, ok, run, statuses
+from harness import Conn, ProtocolError, Server, exchange, gunzip, is_, ok, run, statuses
 
 FILES = {"x.txt": b"hello", "smuggled.txt": b"SMUGGLED"}
 SMUGGLED = b"GET /smuggled.txt HTTP/1.1\r\nHost: a\r\n\r\n"
@@ -51,6 +53,22 @@ BAD = [
     ("empty chunk extension", TE + b"5;\r\nhello\r\n0\r\n\r\n"),
     ("chunk extension with a control byte", TE + b"5;a=\x01\r\nhello\r\n0\r\n\r\n"),
     ("chunk extension with a bare LF", TE + b"5;a\nhello\r\n0\r\n\r\n"),
+    # chunk extensions outside RFC 9112 7.1.1's grammar
+    ("chunk extension without a value", TE + b"5;a=\r\nhello\r\n0\r\n\r\n"),
+    ("chunk extension without a value, then another", TE + b"5;a=;b\r\nhello\r\n0\r\n\r\n"),
+    ("last chunk's extension without a value", TE + b"5\r\nhello\r\n0;a=\r\n\r\n"),
+    ("chunk extension with a quoted name", TE + b'5;"x"\r\nhello\r\n0\r\n\r\n'),
+    ("chunk extension without a name", TE + b"5;=x\r\nhello\r\n0\r\n\r\n"),
+    ("unterminated quoted chunk extension", TE + b'5;a="x\r\nhello\r\n0\r\n\r\n'),
+    ("quoted chunk extension ending in a backslash", TE + b'5;a="x\\\r\nhello\r\n0\r\n\r\n'),
+    ("junk after a quoted chunk extension", TE + b'5;a="x"y\r\nhello\r\n0\r\n\r\n'),
+    ("space inside a chunk extension's value", TE + b"5;a=b c\r\nhello\r\n0\r\n\r\n"),
+    ("white space ending a chunk-size line", TE + b"5;a=b \r\nhello\r\n0\r\n\r\n"),
+    ("DEL in a quoted chunk extension", TE + b'5;a="\x7f"\r\nhello\r\n0\r\n\r\n'),
+    ("control byte in a quoted chunk extension", TE + b'5;a="\x01"\r\nhello\r\n0\r\n\r\n'),
+    ("bare CR in a chunk extension", TE + b"5;a\rb\r\nhello\r\n0\r\n\r\n"),
+    ("bare LF in a quoted chunk extension", TE + b'5;a="x\ny"\r\nhello\r\n0\r\n\r\n'),
+    ("bare LF after a chunk extension's value", TE + b"5;a=b\nhello\r\n0\r\n\r\n"),
     ("chunk size line with a bare LF", TE + b"5\nhello\r\n0\r\n\r\n"),
     ("chunk size line ended by CR and a byte", TE + b"5\rXhello\r\n0\r\n\r\n"),
     ("no CRLF after chunk data", TE + b"5\r\nhelloXX0\r\n\r\n"),
@@ -135,6 +153,26 @@ GOOD = [
 ]
 
 
+# RFC 9112 7.1.1: chunk-ext = *( BWS ";" BWS name [ BWS "=" BWS token / quoted-string ] ),
+# ignored by a recipient that does not know them. Each goes on every chunk.
+EXTENSIONS = [
+    ("two extensions", b";a;b"),
+    ("a quoted-pair", b';a="x\\"y"'),
+    ("a token value, then another extension", b";a=b;c"),
+    ("several, with token and quoted values", b';a=1;b="two";c;d="x\\\\y";e=f'),
+    ("white space around ; and =", b" ; a = b ;\tc"),
+    ("a quoted string holding ; = and obs-text", b';a="; b=c \xe9"'),
+    ("an empty quoted string", b';a=""'),
+]
+BODY = b"hello world"
+
+
+def chunked_with(ext):
+    """BODY in two chunks, each chunk-size line (the last one's too) with EXT."""
+    return (b"5" + ext + b"\r\nhello\r\n6" + ext + b"\r\n world\r\n0" + ext + b"\r\n"
+            b"T: 1\r\n\r\n")
+
+
 def check_bad(srv, desc, raw, status, one_byte_writes):
     pieces = [raw[i:i + 1] for i in range(len(raw))] if one_byte_writes else [raw]
     data, end = exchange(srv.port, pieces + [SMUGGLED])
@@ -171,6 +209,59 @@ def test_valid(srv):
         is_(statuses(data), [200], "%s: 200" % desc)
 
 
+def answers(port, raw, one_byte_writes=False):
+    """(status, body) of the two answers to RAW (a body gunzipped when it
+    can be), or what went wrong instead."""
+    got = []
+    with Conn(port) as c:
+        for piece in [raw[i:i + 1] for i in range(len(raw))] if one_byte_writes else [raw]:
+            c.send(piece)
+        try:
+            for _ in range(2):
+                r = c.read_response()
+                gzipped = r.header("Content-Type", "").startswith("application/gzip")
+                got.append((r.status, gunzip(r.body) if gzipped else r.body))
+        except (OSError, ProtocolError) as e:
+            got.append("no answer: %s" % e)
+    return got
+
+
+def test_extensions(srv):
+    for desc, ext in EXTENSIONS:
+        for one_byte_writes in (False, True):
+            how = " (one byte per write)" if one_byte_writes else ""
+            is_(answers(srv.port, TE + chunked_with(ext) + SMUGGLED, one_byte_writes),
+                [(200, BODY), (200, b"SMUGGLED")],
+                "/gzip, chunk extensions: %s%s: the body exact, then the next request"
+                % (desc, how))
+        # A route that drops the body must still find where it ends.
+        raw = (b"GET /x.txt HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" +
+               chunked_with(ext) + SMUGGLED)
+        is_(answers(srv.port, raw), [(200, b"hello"), (200, b"SMUGGLED")],
+            "GET with a chunked body, chunk extensions: %s: answered, then the next" % desc)
+
+
+def test_settings_extensions():
+    # POST /settings takes its body whole: a form read with the extensions'
+    # bytes in it would be refused or set something else.
+    with Server(args=["--admin", "on"]) as srv:
+        for i, (desc, ext) in enumerate(EXTENSIONS):
+            part = "4k" if i % 2 else "8k"
+            form = b"partition=" + part.encode() + b"&scheduler=fifo"
+            raw = (b"POST /settings HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                   b"Content-Type: application/x-www-form-urlencoded\r\n"
+                   b"Transfer-Encoding: chunked\r\n\r\n" +
+                   b"".join(b"%x" % len(piece) + ext + b"\r\n" + piece + b"\r\n"
+                            for piece in (form[:7], form[7:])) +
+                   b"0" + ext + b"\r\n\r\n")
+            got = answers(srv.port, raw + b"GET /settings HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            ok(len(got) == 2 and got[0][0] == 200 and
+               b'"partition":"%s"' % part.encode() in got[0][1].replace(b" ", b""),
+               "POST /settings, chunk extensions: %s: the form applied" % desc, repr(got))
+            is_(srv.stats()["partition"], 4096 if part == "4k" else 8192,
+                "POST /settings, chunk extensions: %s: /stats agrees" % desc)
+
+
 def test_trailers(srv):
     # RFC 9110 6.5.1: a trailer is not a header. A Range in a trailer must not
     # turn the answer into a 206.
@@ -191,9 +282,11 @@ def main():
         for desc, raw in BAD:
             check_bad(srv, desc, raw, 400, True)
         test_valid(srv)
+        test_extensions(srv)
         test_trailers(srv)
         resp = srv.get("/x.txt")
         is_((resp.status, resp.body), (200, b"hello"), "the server still answers")
+    test_settings_extensions()
 
 
 run(main)

@@ -2,10 +2,13 @@
 # The small-file cache: hot small files are answered from memory, and a
 # change to the file (rewrite in place with the same size and mtime, atomic
 # rename over it, delete, hard link) is seen by the very next request,
-# because every lookup first drains the server's inotify queue.
+# because every lookup first drains the server's inotify queue. That holds
+# too when the file is renamed over between a request's open and its fill.
 import os
+import socket
+import threading
 
-from harness import KiB, Server, is_, ok, run, text_bytes
+from harness import KiB, MiB, Conn, Server, is_, note, ok, poll, random_bytes, run, text_bytes
 
 
 def cache_stats(srv):
@@ -86,6 +89,53 @@ def check_bypass(srv):
     is_((resp.status, len(resp.body)), (206, 10), "a Range request still gets its range")
 
 
+def rename_during_fill(attempt):
+    """One pool thread, first come first served, every file read 2 s long:
+    a small file's open runs between two reads of a big download, and its
+    fill waits behind the next one. The file is renamed over while the fill
+    waits; once the fill is done, a GET must get the new file. Returns
+    whether the fill was still waiting at the rename (the race was set up),
+    and the body of that GET."""
+    args = ["--threads", "1", "--scheduler", "fifo", "--emulate-disk", "2s",
+            "--partition", "512k", "--file-cache-max-file", "64k"]
+    # Every read of big.bin has more than 256 KiB left: bulk. The opens and
+    # the fill are the only short jobs, so short_started counts them.
+    files = {"big.bin": random_bytes(4 * MiB, 36), "r.txt": b"old body\n"}
+    with Server(files=files, args=args, name="race %d" % attempt) as srv:
+        download = Conn(srv.port)
+        download.request("GET", "/big.bin")
+        reader = threading.Thread(target=download.read_to_end, daemon=True)
+        reader.start()
+        poll(lambda: srv.stats()["jobs"]["read"]["submitted"] >= 1)
+        first = Conn(srv.port)
+        first.request("GET", "/r.txt")
+        poll(lambda: srv.stats()["jobs"]["cache"]["submitted"] == 1)
+        srv.write_file("r.txt.new", b"new body, renamed over\n")
+        os.rename(srv.path("r.txt.new"), srv.path("r.txt"))
+        st = srv.stats()
+        waiting = st["scheduler"]["short_started"] == 2 and st["jobs"]["cache"]["completed"] == 0
+        resp = first.read_response()
+        note("the request sent before the rename got %r" % resp.body)
+        first.close()
+        poll(lambda: srv.stats()["jobs"]["cache"]["completed"] == 1)
+        body = srv.get("/r.txt").body
+        download.sock.shutdown(socket.SHUT_RDWR)  # the reader sees the end
+        reader.join()
+        download.close()
+    return waiting, body
+
+
+def check_rename_during_fill():
+    for attempt in range(3):
+        waiting, body = rename_during_fill(attempt)
+        if waiting:
+            break
+        note("attempt %d: the fill ran before the rename; again" % attempt)
+    ok(waiting, "the file was renamed over while its fill waited for the pool")
+    is_(body, b"new body, renamed over\n",
+        "renamed over between the open and the fill: the next GET gets the new file")
+
+
 def main():
     with Server(args=["--file-cache-max-file", "64k"]) as srv:
         check_hits(srv)
@@ -97,6 +147,7 @@ def main():
             srv.get("/a.txt")
         st = cache_stats(srv)
         is_((st["enabled"], st["hits"], st["entries"]), (False, 0, 0), "--file-cache off: unused")
+    check_rename_during_fill()
 
 
 run(main)

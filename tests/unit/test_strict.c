@@ -2,6 +2,7 @@
 #include "server/http/strict.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "tests/tap.h"
 
@@ -139,11 +140,153 @@ static void test_chunked(void)
     ok(!strict_chunked(""), "empty");
 }
 
+/* Whether the Connection VALUES ('|' between two lines) hold close, read
+ * whole or one byte at a time. */
+static bool close_in(const char *values, bool split)
+{
+    struct strict_close s = {0};
+    for (const char *p = values; *p != '\0';) {
+        size_t len = split ? 1 : strcspn(p, "|");
+        if (*p == '|') {
+            strict_close_end(&s);
+            p++;
+            continue;
+        }
+        strict_close_scan(&s, p, len);
+        p += len;
+    }
+    strict_close_end(&s);
+    return s.seen;
+}
+
+static void test_close(void)
+{
+    static const struct {
+        const char *values;
+        bool close;
+    } cases[] = {
+        {"close", true},
+        {"Close", true},
+        {"CLOSE", true},
+        {"keep-alive, close", true},
+        {"close, keep-alive", true},
+        {"keep-alive|close", true}, /* a second line */
+        {"close|keep-alive", true},
+        {"foo,\t close \t, bar", true},
+        {"close\t", true},
+        {",,close,,", true},
+        {"keep-alive", false},
+        {"", false},
+        {"closed", false},
+        {"xclose", false},
+        {"clo se", false},
+        {"close x", false},
+        {"close;x", false},
+        {"clo|se", false}, /* a member does not span two lines */
+        {"keep-alive, closer", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char desc[160];
+        for (int split = 0; split < 2; split++) {
+            snprintf(desc, sizeof desc, "Connection: %s%s: %s", cases[i].values,
+                     split ? " (byte by byte)" : "", cases[i].close ? "close" : "no close");
+            ok(close_in(cases[i].values, split) == cases[i].close, desc);
+        }
+    }
+}
+
+/* Splits the chunk-size line LINE (and what follows it) as the connection
+ * does, in pieces of at most STEP bytes: what llhttp is given goes to OUT.
+ * Returns -1 where the extensions are refused. */
+static int chunk_split(const char *line, size_t step, char *out, size_t cap)
+{
+    struct strict_chunk s = {0};
+    strict_chunk_line(&s);
+    size_t n = 0, len = strlen(line);
+    for (size_t i = 0; i < len;) {
+        size_t piece = len - i < step ? len - i : step, take, skip;
+        if (strict_chunk_scan(&s, line + i, piece, &take, &skip) < 0)
+            return -1;
+        if ((take == 0) == (skip == 0) || take + skip > piece || n + take >= cap)
+            return -2;
+        memcpy(out + n, line + i, take);
+        n += take;
+        i += take + skip;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+static void test_chunk_ext(void)
+{
+    static const struct {
+        const char *line, *llhttp; /* what llhttp sees, or NULL: refused */
+    } cases[] = {
+        {"5\r\nhello", "5\r\nhello"},
+        {"a;x\r\n", "a\r\n"},
+        {"3;a;b\r\nabc", "3\r\nabc"},
+        {"3;a=\"x\\\"y\"\r\n", "3\r\n"},
+        {"3;a=b;c\r\n", "3\r\n"},
+        {"3;a=b;c=\"d e\";f\r\n", "3\r\n"},
+        {"3 ; a = b ;\tc\r\n", "3\r\n"}, /* BWS */
+        {"3;a=\"\"\r\n", "3\r\n"},       /* an empty quoted string */
+        {"3;a=\"\\\\\"\r\n", "3\r\n"},
+        {"3;a=\"caf\xc3\xa9\"\r\n", "3\r\n"}, /* obs-text */
+        {"0;end=1\r\nT: x\r\n\r\n", "0\r\nT: x\r\n\r\n"},
+        {"00ff;q\r\n", "00ff\r\n"},
+        /* llhttp refuses what follows a size it cannot take */
+        {"zz\r\n", "zz\r\n"},
+        {"0x5\r\n", "0x5\r\n"},
+        {";a\r\n", ";a\r\n"},
+        /* refused here */
+        {"5;\r\n", NULL},
+        {"5 \r\n", NULL},
+        {"5 x\r\n", NULL},
+        {"5;a=\r\n", NULL},
+        {"5;a=;b\r\n", NULL},
+        {"5;\"x\"\r\n", NULL},
+        {"5;=x\r\n", NULL},
+        {"5;a \r\n", NULL},
+        {"5;a=b \r\n", NULL},
+        {"5;a=\"x\r\n", NULL},
+        {"5;a=\"x\"y\r\n", NULL},
+        {"5;a=\"x\\\r\n", NULL},
+        {"5;a=\x01\r\n", NULL},
+        {"5;a\x01\r\n", NULL},
+        {"5;a=\"\x01\"\r\n", NULL},
+        {"5;a=\"\x7f\"\r\n", NULL},
+        {"5;a\nhello", NULL},
+        {"5;a=b\nhello", NULL},
+        {"5;a=\"b\nc\"\r\n", NULL},
+        {"5;a=b c\r\n", NULL},
+        {"5;a b\r\n", NULL},
+        {"5;a=b=c\r\n", NULL},
+        {"5;a,b\r\n", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static const size_t steps[] = {1000, 1, 2, 3};
+        for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+            char desc[200], out[64];
+            int rc = chunk_split(cases[i].line, steps[k], out, sizeof out);
+            snprintf(desc, sizeof desc, "chunk line case %zu, pieces of %zu: %s", i, steps[k],
+                     cases[i].llhttp ? "llhttp gets the size and the rest" : "refused");
+            if (cases[i].llhttp == NULL)
+                is_int(rc, -1, desc);
+            else if (rc != 0)
+                is_int(rc, 0, desc);
+            else
+                is_str(out, cases[i].llhttp, desc);
+        }
+    }
+}
+
 int main(void)
 {
     test_lines();
     test_tokens();
     test_targets();
     test_chunked();
+    test_close();
+    test_chunk_ext();
     return tap_done();
 }
