@@ -4,10 +4,11 @@
 #include "handlers/handlers.h"
 
 #include "handlers/gzip.h"
+#include "handlers/observe/dashboard.h"
 #include "handlers/observe/settings.h"
 #include "handlers/observe/stats.h"
 #include "handlers/static/static.h"
 
 const struct module *const handler_modules[] = {
-    &gzip_module, &stats_module, &settings_module, &static_module, NULL,
+    &gzip_module, &stats_module, &settings_module, &dashboard_module, &static_module, NULL,
 };

@@ -307,7 +307,7 @@ def banner(port, pids):
     url = f"http://127.0.0.1:{port}"
     log(f"started: {', '.join(f'{name} pid {pid}' for name, pid in pids)}")
     log(f"""
-Dashboard: {url}/dashboard.html
+Dashboard: {url}/.unclog/dashboard
   now    partition whole, scheduler fifo: small requests queue behind whole-file reads
   then   set partition to 64k: the small-request p99 falls, and so do the MB/s
   then   set scheduler to fair and partition to auto: p99 stays low, the MB/s come back

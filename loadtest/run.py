@@ -21,7 +21,7 @@ import socket
 import sys
 import time
 
-from unclogbench import HERE, TOP, log, report
+from unclogbench import RESULTS, TOP, log, report
 from unclogbench.load import make_fixtures
 from unclogbench.plots import plot
 from unclogbench.procs import Processes, Warnings
@@ -34,7 +34,8 @@ def parse_args():
     ap.add_argument("mode", choices=list(MODES))
     ap.add_argument("--unclog", default=os.path.join(TOP, "build", "unclog"))
     ap.add_argument("--probe", default=os.path.join(TOP, "build", "probe"))
-    ap.add_argument("--out", help="results directory (default loadtest/results/DATE-HOST)")
+    ap.add_argument("--out", help="results directory (default build/results/DATE-HOST; a run"
+                    " to commit: loadtest/results/DATE-HOST)")
     ap.add_argument("--rounds", type=int, help="override the mode's rounds")
     ap.add_argument("--partitions", help="comma-separated partitions, e.g. 4k,64k,whole")
     ap.add_argument("--fair", help="comma-separated partitions for unclog fair rows, e.g. auto")
@@ -66,9 +67,11 @@ def mode_settings(args):
 
 
 def latest_results():
-    base = os.path.join(HERE, "results")
-    return os.path.join(base, max(d for d in os.listdir(base)
-                                  if os.path.isdir(os.path.join(base, d))))
+    runs = os.listdir(RESULTS) if os.path.isdir(RESULTS) else []
+    runs = [d for d in runs if os.path.isdir(os.path.join(RESULTS, d))]
+    if not runs:
+        sys.exit(f"no run in {os.path.relpath(RESULTS, TOP)}/: name one with --out DIR")
+    return os.path.join(RESULTS, max(runs))
 
 
 def replot(args, rate):
@@ -99,7 +102,7 @@ def main():
         return replot(args, rate)
     check_tools(args)
     day = datetime.date.today().isoformat()
-    out = args.out or os.path.join(HERE, "results", f"{day}-{socket.gethostname()}")
+    out = args.out or os.path.join(RESULTS, f"{day}-{socket.gethostname()}")
     tmp = os.path.join(out, "tmp")
     os.makedirs(tmp, exist_ok=True)
     started = time.time()

@@ -10,6 +10,7 @@
 
 #include "server/base/util.h"
 #include "server/http/conn.h"
+#include "server/module.h"
 #include "server/server_internal.h"
 
 #define BACKLOG 511
@@ -224,8 +225,17 @@ static void print_url(struct server *srv)
     }
     char part[32];
     config_format_size(srv->cfg->partition, part, sizeof part);
-    log_info("listening on http://%s:%d/ serving %s (partition %s, threads %u)", host, port,
-             srv->root, part, srv->cfg->threads);
+    /* The pages for people the modules bring: ", dashboard http://...". */
+    char pages[256] = "";
+    size_t n = 0;
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        const struct module *m = srv->modules[i];
+        if (m->page != NULL && n < sizeof pages)
+            n += (size_t)snprintf(pages + n, sizeof pages - n, ", %s http://%s:%d%s", m->name, host,
+                                  port, m->page);
+    }
+    log_info("listening on http://%s:%d/ serving %s (partition %s, threads %u)%s", host, port,
+             srv->root, part, srv->cfg->threads, pages);
 }
 
 int server_open_listener(const char *listen, int *fd)

@@ -29,6 +29,9 @@ struct module {
      * every target no module claims (the first such route wins). Ends with
      * an all-zero row; NULL for a module with no routes. */
     const struct route *routes;
+    /* The path of a page for people among the routes (the dashboard), which
+     * the startup line names with its URL; NULL for none. */
+    const char *page;
     /* The module's configuration keys and the block they fill (read it
      * with config_block), or NULL for a module with none. */
     const struct config_table *config;

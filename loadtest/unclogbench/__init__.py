@@ -11,6 +11,9 @@ TOP = os.path.dirname(HERE)  # the repository
 FIXTURES = os.path.join(HERE, "fixtures")
 TEMPLATES = os.path.join(HERE, "templates")
 PLOTS = os.path.join(HERE, "plots")
+# Where a run writes by default, outside the tracked tree; a run worth keeping
+# is published into loadtest/results/ by hand (loadtest/README.md).
+RESULTS = os.path.join(TOP, "build", "results")
 MiB = 1 << 20
 
 

@@ -7,6 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server/base/util.h"
+
 static enum log_level max_level = LOG_INFO;
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 static char process_name[32];
@@ -90,12 +92,24 @@ int access_log_open(struct access_log *log, uv_loop_t *loop, const char *path)
     return 0;
 }
 
+/* A chunk's end: written whole (status 0), or not, then lost. Every write
+ * callback runs before the stream's close callback, UV_ECANCELED for the
+ * chunks the close took out of the queue. */
 static void access_log_on_write(uv_write_t *req, int status)
 {
     struct access_log_chunk *chunk = (struct access_log_chunk *)req;
     chunk->log->in_flight--;
-    chunk->log->unwritten -= chunk->lines;
+    if (status < 0)
+        chunk->log->dropped += chunk->lines;
     free(chunk);
+}
+
+/* The last write callback has run: what was lost is known. */
+static void access_log_on_close(uv_handle_t *handle)
+{
+    struct access_log *log = container_of(handle, struct access_log, handle);
+    if (log->dropped > 0)
+        log_warn("access log: %llu lines lost (standard output not read)", log->dropped);
 }
 
 static void flush_chunk(struct access_log *log)
@@ -111,7 +125,6 @@ static void flush_chunk(struct access_log *log)
         return;
     }
     log->in_flight++;
-    log->unwritten += chunk->lines;
 }
 
 /* Appends a formatted line to the current chunk, starting a new one when
@@ -185,14 +198,13 @@ void access_log_close(struct access_log *log)
 {
     if (log->stream != NULL) {
         /* uv_write tries to write at once; what a stalled reader leaves in
-         * the queue is cancelled by the close. */
+         * the queue is cancelled by the close, and counted, with the lines
+         * dropped before, once the close callback runs. A chunk handed
+         * over whose callback has not run yet may well be written. */
         flush_chunk(log);
         free(log->chunk);
         log->chunk = NULL;
-        unsigned long long lost = log->dropped + log->unwritten;
-        if (lost > 0)
-            log_warn("access log: %llu lines lost (standard output not read)", lost);
-        uv_close((uv_handle_t *)log->stream, NULL);
+        uv_close((uv_handle_t *)log->stream, access_log_on_close);
         log->stream = NULL;
     } else if (log->file == stdout) {
         fflush(stdout);

@@ -38,8 +38,9 @@ struct access_log {
     } handle;
     struct access_log_chunk *chunk; /* lines being gathered; owned */
     unsigned in_flight;             /* chunks handed to uv_write */
-    unsigned long long dropped;     /* lines lost to a stalled reader */
-    unsigned long long unwritten;   /* lines in chunks still in flight */
+    /* Lines lost to a stalled reader: dropped while the queue was full, or
+     * in a chunk whose write failed or was cancelled by the close. */
+    unsigned long long dropped;
 };
 
 /* Opens PATH for appending, "-" for stdout, "off" for nothing; a stream
@@ -53,7 +54,8 @@ void access_log_write(struct access_log *log, const char *peer, long time, const
 void access_log_flush(struct access_log *log);
 
 /* Flushes and closes (the stream handle too: call it before the loop's
- * last run); safe to call twice. */
+ * last run, and keep LOG until then); safe to call twice. A stream whose
+ * reader lost lines says how many, once its close callback has run. */
 void access_log_close(struct access_log *log);
 
 #endif

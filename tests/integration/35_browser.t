@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 # A real browser. First, headless Chromium loads a page that unclog sends
 # gzip-encoded, and a script in it fetches a gzip-encoded text file and a
-# byte range; the DOM it dumps shows the decoded text. Then the dashboard:
-# without `--admin on` it hides its selector and says how to enable it;
+# byte range; the DOM it dumps shows the decoded text. Then the dashboard
+# built into the server, from a root with nothing of static/ (an empty one
+# first): its script runs, shows live figures and fetches nothing but /stats
+# and /settings; static/dashboard.html served as a file does the same.
+# Without `--admin on` it hides its selector and says how to enable it;
 # with it, under a flood (threads downloading a 32 MiB file in a loop, a few
 # small GETs a second), Chromium, driven over the DevTools protocol (a small
 # stdlib WebSocket client below), clicks "partition 64k": the server's
@@ -128,13 +131,13 @@ SMALL = text_bytes(2 * KiB)
 SHOT = os.path.join(REPO, "build", "dashboard-test.png")
 
 
-def dashboard_files():
-    """The dashboard and what it links to, from static/."""
-    out = {}
-    for name in ("dashboard.html", "style.css", "favicon.svg"):
-        with open(os.path.join(REPO, "static", name), "rb") as f:
-            out[name] = f.read()
-    return out
+DASHBOARD = "/.unclog/dashboard"  # built in (handlers/observe/dashboard.h)
+
+
+def access_targets(srv):
+    """The targets of the access log's lines, once srv has stopped: a set."""
+    log = open(srv.access_log).read() if os.path.exists(srv.access_log) else ""
+    return set(re.findall(r'"[A-Z]+ ([^ ?"]*)[^"]* HTTP/1\.1"', log))
 
 
 def dump_dom(chromium, url, budget_ms=10000):
@@ -477,18 +480,30 @@ def gzip_page(chromium):
            "the access log shows Chromium's requests (page 200, range 206)", log[-2000:])
 
 
+def dashboard_live_figures(srv, dom, what):
+    """The page's script ran, polled, and shows what srv's /stats said (no
+    load here: the latency figures stay empty, the others are there)."""
+    is_(text_of(dom, "status"), "live", what + ": #status live")
+    ok(int(body_attr(dom, "data-polls") or 0) >= 2, what + ": the page polled /stats")
+    like(text_of(dom, "meta"), r"^up \d+ s · 4 threads · pid %d · v" % srv.pid,
+         what + ": #meta shows the server's uptime, threads and pid")
+    is_(text_of(dom, "partition"), "auto", what + ": #partition shows the running value")
+    is_(text_of(dom, "scheduler"), "fair", what + ": #scheduler too")
+    like(text_of(dom, "mbps"), r"^\d[\d,]*(\.\d+)?$", what + ": #mbps is a figure")
+    like(text_of(dom, "conns"), r"^\d+ connections?$", what + ": #conns counts connections")
+
+
 def dashboard_admin_off(chromium):
-    """Without --admin on: live figures, no selector, a note how to enable it;
-    ?set= is refused on the page and changes nothing."""
-    with Server(files=dashboard_files()) as srv:
+    """The built-in page from an empty root, without --admin on: live
+    figures, no selector, a note how to enable it; ?set= is refused on the
+    page and changes nothing; the browser asked for nothing but the page,
+    /stats and /settings."""
+    with Server(name="server of an empty directory") as srv:
         status, dom, err = dump_dom(
-            chromium, "http://127.0.0.1:%d/dashboard.html?set=partition=64k" % srv.port, 5000)
+            chromium, "http://127.0.0.1:%d%s?set=partition=64k" % (srv.port, DASHBOARD), 5000)
         ok(status == 0, "dashboard, admin off: chromium --dump-dom exit status 0",
            "status %d; stderr tail:\n%s" % (status, err[-2000:]))
-        is_(text_of(dom, "status"), "live", "admin off: #status live")
-        is_(text_of(dom, "partition"), "auto", "admin off: #partition shows the running value")
-        is_(text_of(dom, "scheduler"), "fair", "admin off: #scheduler too")
-        like(text_of(dom, "p99"), r"^\d[\d,]*(\.\d+)?$", "admin off: #p99 is a figure (ms)")
+        dashboard_live_figures(srv, dom, "built in, empty root, admin off")
         is_(body_attr(dom, "data-admin"), "off", "admin off: the page knows (GET /settings: 403)")
         is_((attr(dom, "sel-partition", "hidden"), attr(dom, "sel-scheduler", "hidden")),
             ("", ""), "admin off: the selector is hidden")
@@ -497,12 +512,30 @@ def dashboard_admin_off(chromium):
              "the note says how to enable it")
         is_(attr(dom, "set-result", "data-state"), "error", "?set= without admin: an error")
         is_(srv.stats()["partition"], "auto", "and the server's partition is unchanged")
+        srv.stop()
+        is_(access_targets(srv), {DASHBOARD, "/stats", "/settings"},
+            "the browser asked for the page, /stats and /settings, nothing else")
+
+
+def dashboard_file(chromium):
+    """static/dashboard.html served as a file, alone in its root, works too."""
+    with open(os.path.join(REPO, "static", "dashboard.html"), "rb") as f:
+        page = f.read()
+    with Server(files={"dashboard.html": page}, name="server of static/dashboard.html") as srv:
+        status, dom, err = dump_dom(chromium, "http://127.0.0.1:%d/dashboard.html" % srv.port,
+                                    5000)
+        ok(status == 0, "dashboard.html as a file: chromium --dump-dom exit status 0",
+           "status %d; stderr tail:\n%s" % (status, err[-2000:]))
+        dashboard_live_figures(srv, dom, "/dashboard.html, a file")
+        srv.stop()
+        is_(access_targets(srv), {"/dashboard.html", "/stats", "/settings"},
+            "the browser asked for the file, /stats and /settings, nothing else")
 
 
 def dashboard_live(chromium):
     shot = os.environ.get("UNCLOG_DASHBOARD_PNG")
     preroll = float(os.environ.get("UNCLOG_DASHBOARD_PREROLL", "40")) if shot else 2
-    files = dict(dashboard_files(), **{"big.bin": BIG, "small.txt": SMALL})
+    files = {"big.bin": BIG, "small.txt": SMALL}
     args = ["--admin", "on", "--threads", "2", "--scheduler", "fifo", "--partition", "whole",
             "--file-cache", "off"]
     srv = Server(files=files, args=args, name="admin server").start()
@@ -512,7 +545,7 @@ def dashboard_live(chromium):
     try:
         browser = Browser(chromium)
         page = browser.cdp
-        browser.goto(base + "dashboard.html")
+        browser.goto(base + DASHBOARD[1:])
         browser.wait('document.body.dataset.admin === "on" && +document.body.dataset.polls >= 3',
                      "admin on: the page polled /stats and GET /settings let it switch")
         is_((browser.text("status"), browser.text("partition"), browser.text("scheduler"),
@@ -566,7 +599,7 @@ def dashboard_live(chromium):
         browser.no_errors("(flood, switch)")
 
         # The presenter shortcut goes through the same code path.
-        browser.goto(base + "dashboard.html?set=scheduler=fair")
+        browser.goto(base + DASHBOARD[1:] + "?set=scheduler=fair")
         browser.wait('document.getElementById("set-result").dataset.state === "ok" && '
                      'document.getElementById("scheduler").textContent === "fair"',
                      "?set=scheduler=fair: the page switched and shows fair")
@@ -575,7 +608,7 @@ def dashboard_live(chromium):
             "GET /settings: scheduler fair, partition still 64k")
         is_(page.eval("location.search"), "", "the page dropped ?set= from its address")
 
-        browser.goto(base + "dashboard.html?set=partition=bogus")
+        browser.goto(base + DASHBOARD[1:] + "?set=partition=bogus")
         browser.wait('document.getElementById("set-result").dataset.state === "error"',
                      "?set=partition=bogus: the page shows an error")
         like(browser.text("set-result"), r"400.*bogus", "with the server's 400 message")
@@ -593,7 +626,7 @@ def dashboard_live(chromium):
         browser.wait('document.getElementById("status").textContent === "down"',
                      "server stopped: #status says down")
         polls = int(page.eval("document.body.dataset.polls"))
-        srv = Server(files=dashboard_files(), name="restarted server",
+        srv = Server(name="restarted server",
                      args=["--admin", "on", "--listen", "127.0.0.1:%d" % port]).start()
         browser.wait('document.getElementById("status").textContent === "live" && '
                      '+document.body.dataset.polls > %d' % polls,
@@ -659,7 +692,7 @@ def admin_other_origins(chromium):
     rebinding). The dashboard switches them from its own origin under
     either name, and not under the rebound one."""
     pages = {"attack.html": ATTACK, "auto-form.html": AUTO_FORM}
-    srv = Server(files=dict(dashboard_files(), **pages), args=["--admin", "on"],
+    srv = Server(files=pages, args=["--admin", "on"],
                  name="admin server").start()
     other = Server(files=pages, name="other origin").start()
     here = "http://127.0.0.1:%d" % srv.port
@@ -678,7 +711,7 @@ def admin_other_origins(chromium):
 
         # The dashboard under the rebound name: GET /settings is refused, so
         # it shows no switch, and its ?set= changes nothing.
-        browser.goto(rebound + "/dashboard.html?set=partition=whole")
+        browser.goto(rebound + "/.unclog/dashboard?set=partition=whole")
         browser.wait('document.getElementById("set-result").dataset.state === "error"',
                      "the dashboard under %s: ?set= is an error" % REBIND)
         is_(browser.cdp.eval("document.body.dataset.admin"), "off", "  the page shows no switch")
@@ -687,7 +720,7 @@ def admin_other_origins(chromium):
         # The dashboard on the server's own origin, under either name.
         for origin, pair in ((here, "partition=64k"),
                              ("http://localhost:%d" % srv.port, "scheduler=fifo")):
-            browser.goto("%s/dashboard.html?set=%s" % (origin, pair))
+            browser.goto("%s/.unclog/dashboard?set=%s" % (origin, pair))
             browser.wait('document.getElementById("set-result").dataset.state === "ok"',
                          "the dashboard at %s switched %s" % (origin, pair))
         status, now = settings(srv)
@@ -717,6 +750,7 @@ def main():
         return
     gzip_page(chromium)
     dashboard_admin_off(chromium)
+    dashboard_file(chromium)
     admin_other_origins(chromium)
     dashboard_live(chromium)
 

@@ -90,7 +90,7 @@ class Demo:
 
     def check(self, what, rc, flood):
         is_(rc, 0, what + ": exit status 0")
-        like(self.out, r"Dashboard: http://127\.0\.0\.1:%d/dashboard\.html" % self.port,
+        like(self.out, r"Dashboard: http://127\.0\.0\.1:%d/\.unclog/dashboard" % self.port,
              what + ": printed the dashboard URL")
         like(self.out, r"started: unclog pid \d+, %s pid \d+, probe pid \d+" % re.escape(flood),
              what + ": printed the PIDs it started (flood: %s)" % flood)
@@ -104,7 +104,7 @@ class Demo:
 def dashboard_served(port):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-            s.sendall(b"GET /dashboard.html HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            s.sendall(b"GET /.unclog/dashboard HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
             data = b""
             while True:
                 chunk = s.recv(65536)
@@ -120,7 +120,7 @@ def check_duration(root):
     demo = Demo(root, "--duration", "4")
     ok(poll(lambda: "Dashboard:" in demo.out, timeout=15), "--duration 4: the demo starts")
     like(dashboard_served(demo.port).decode("utf-8", "replace"), r"^HTTP/1\.1 200",
-         "--duration 4: the dashboard is served from the demo's root")
+         "--duration 4: the dashboard is served at the URL printed")
     rc = demo.wait(20)
     demo.check("--duration 4", rc, flood)
     ok(len(LINE.findall(demo.out)) >= 3, "--duration 4: a line a second", demo.out)

@@ -1,0 +1,23 @@
+#include "handlers/observe/dashboard.h"
+
+static int dashboard_on_request(struct conn *c, const struct request *req)
+{
+    conn_head_start(c, 200);
+    /* no-cache: a browser asks again, so a rebuilt server shows its own page. */
+    conn_head_add(c, "Content-Type: text/html; charset=utf-8\r\nCache-Control: no-cache\r\n");
+    conn_send_body(c, (const char *)dashboard_page, dashboard_page_len);
+    return 0;
+}
+
+/* An instrument, as /stats is: counted, kept out of the latency figures. */
+static const struct route dashboard_routes[] = {
+    {.path = DASHBOARD_PATH,
+     .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
+     .allow = "GET, HEAD",
+     .on_request = dashboard_on_request,
+     .instrument = true},
+    {0},
+};
+
+const struct module dashboard_module = {
+    .name = "dashboard", .routes = dashboard_routes, .page = DASHBOARD_PATH};

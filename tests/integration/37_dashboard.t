@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+# The dashboard built into the binary: served at /.unclog/dashboard whatever
+# the root (an empty directory here), the bytes of static/dashboard.html as
+# text/html, named by the startup line, one file that loads nothing but
+# /stats and /settings; and a site's own files, /dashboard.html and the rest
+# of /.unclog/ included, stay the site's. 35_browser.t renders it.
+import os
+import re
+
+from harness import REPO, Server, is_, like, ok, run
+
+PATH = "/.unclog/dashboard"
+with open(os.path.join(REPO, "static", "dashboard.html"), "rb") as f:
+    PAGE = f.read()
+
+
+def empty_root():
+    with Server(name="server of an empty directory") as srv:
+        like(srv.startup_line, r"listening on http://127\.0\.0\.1:%d/ .*, dashboard "
+             r"http://127\.0\.0\.1:%d/\.unclog/dashboard$" % (srv.port, srv.port),
+             "the startup line names the dashboard's URL")
+        r = srv.get(PATH)
+        is_((r.status, r.header("Content-Type")), (200, "text/html; charset=utf-8"),
+            "GET %s from an empty root: 200, text/html" % PATH)
+        ok(r.body == PAGE, "the body is static/dashboard.html, byte for byte (%d bytes)"
+           % len(PAGE), "got %d bytes" % len(r.body))
+        r = srv.get(PATH + "?set=partition=64k&theme=dark")
+        is_((r.status, len(r.body)), (200, len(PAGE)), "with a query: the same page")
+        r = srv.head(PATH)
+        is_((r.status, r.header("Content-Length"), r.body), (200, str(len(PAGE)), b""),
+            "HEAD: 200, the page's length, no body")
+        r = srv.request("POST", PATH, body=b"x")
+        is_((r.status, r.header("Allow")), (405, "GET, HEAD"), "POST: 405, Allow: GET, HEAD")
+        is_(srv.get("/dashboard.html").status, 404, "/dashboard.html is not claimed: 404 here")
+        answered = srv.stats()["responses"][PATH]
+        is_((answered["2xx"], answered["4xx"]), (3, 1),
+            "/stats counts the dashboard's route: 3 pages, 1 refusal")
+
+
+def self_contained():
+    """Nothing for the browser to fetch from the root: every src and href is
+    data: or in the page, CSS imports nothing, and the script fetches only
+    the server's own /stats and /settings."""
+    text = PAGE.decode("utf-8")
+    links = re.findall(r'\b(?:src|href)\s*=\s*["\']?([^"\'\s>]*)', text)
+    is_([u for u in links if not u.startswith(("data:", "#"))], [],
+        "every src and href of the page is a data: URI (%d)" % len(links))
+    is_(re.findall(r"@import|url\((?!data:)", text), [], "the styles load nothing")
+    is_(sorted(set(re.findall(r'fetch\(\s*["\']([^"\']*)', text))), ["/settings", "/stats"],
+        "the script fetches /stats and /settings, by absolute path")
+
+
+def site_files_win():
+    files = {"dashboard.html": b"the site's own dashboard\n",
+             ".unclog/dashboard.html": b"a sibling\n", ".unclog/index.html": b"an index\n"}
+    with Server(files=files, name="server of a site with its own files") as srv:
+        for target, body in (("/dashboard.html", files["dashboard.html"]),
+                             ("/.unclog/dashboard.html", files[".unclog/dashboard.html"]),
+                             ("/.unclog/", files[".unclog/index.html"])):
+            r = srv.get(target)
+            is_((r.status, r.body), (200, body), "GET %s: the site's file" % target)
+        r = srv.get(PATH)
+        ok(r.status == 200 and r.body == PAGE, "and %s is the built-in page" % PATH)
+
+
+def main():
+    empty_root()
+    self_contained()
+    site_files_win()
+
+
+run(main)
