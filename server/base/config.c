@@ -507,6 +507,10 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
             *action = CONFIG_VERSION;
             return 0;
         }
+        if (strcmp(arg, "--routes") == 0 || strcmp(arg, "--job-classes") == 0) {
+            *action = arg[2] == 'r' ? CONFIG_ROUTES : CONFIG_JOB_CLASSES;
+            return 0;
+        }
         if (is_config_flag(arg)) {
             if (++i == argc) {
                 fail(err, "%s: needs a file", arg);

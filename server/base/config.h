@@ -143,8 +143,10 @@ const struct config_key *config_key_at(const struct config *cfg, size_t i);
 /* The key named NAME (config-file spelling), or NULL. */
 const struct config_key *config_find(const struct config *cfg, const char *name);
 
-/* What the command line asked for besides settings. */
-enum config_action { CONFIG_RUN, CONFIG_HELP, CONFIG_VERSION };
+/* What the command line asked for besides settings. --routes and
+ * --job-classes are not in --help: they list what the man page's ENDPOINTS
+ * are generated from (man/mkman.sh). */
+enum config_action { CONFIG_RUN, CONFIG_HELP, CONFIG_VERSION, CONFIG_ROUTES, CONFIG_JOB_CLASSES };
 
 /* Fills CFG with every key's default, from TABLES (core first, then each
  * module's; NULL-terminated; kept, so static). Aborts if the tables break

@@ -244,6 +244,12 @@ static void test_cli(void)
     char *help[] = {"unclog", "--help", NULL};
     config_apply_cli(&cfg, 2, help, &action, err);
     is_int(action, CONFIG_HELP, "--help");
+    char *routes[] = {"unclog", "--routes", NULL};
+    config_apply_cli(&cfg, 2, routes, &action, err);
+    is_int(action, CONFIG_ROUTES, "--routes (for the man page)");
+    char *classes[] = {"unclog", "--job-classes", NULL};
+    config_apply_cli(&cfg, 2, classes, &action, err);
+    is_int(action, CONFIG_JOB_CLASSES, "--job-classes (for the man page)");
 }
 
 static void test_workers_and_reload(void)
