@@ -12,6 +12,7 @@
 #include "server/base/config.h"
 #include "server/base/log.h"
 #include "server/master.h"
+#include "server/pool/gateway.h"
 #include "server/server.h"
 
 static const struct module *const *const modules = handler_modules;
@@ -53,6 +54,23 @@ static int serve(unsigned worker, void *arg)
     return closed == 0 ? 0 : 1;
 }
 
+/* --routes: every module's routes, one a line, in matching order: the path
+ * ("*" for the fallback) and the methods of its Allow header. */
+static void print_routes(void)
+{
+    for (size_t i = 0; modules[i] != NULL; i++) {
+        for (const struct route *r = modules[i]->routes; r != NULL && r->on_request != NULL; r++)
+            printf("%s %s\n", r->path != NULL ? r->path : "*", r->allow);
+    }
+}
+
+/* --job-classes: the gateway's job classes, one a line. */
+static void print_job_classes(void)
+{
+    for (int cls = 0; cls < GATEWAY_NCLASSES; cls++)
+        printf("%s\n", gateway_class_name((enum gateway_class)cls));
+}
+
 static unsigned online_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -78,6 +96,13 @@ int main(int argc, char **argv)
     if (action == CONFIG_VERSION) {
         printf("unclog %s (libuv %s, zlib %s)\n", UNCLOG_VERSION, uv_version_string(),
                zlibVersion());
+        return 0;
+    }
+    if (action == CONFIG_ROUTES || action == CONFIG_JOB_CLASSES) {
+        if (action == CONFIG_ROUTES)
+            print_routes();
+        else
+            print_job_classes();
         return 0;
     }
     log_set_level(cfg.log_level);

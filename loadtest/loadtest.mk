@@ -1,8 +1,9 @@
-# Load tests: the threadpool-fairness experiment (loadtest/README.md).
+# Load tests: the threadpool-fairness experiment (loadtest/README.md, which
+# also says how long each target takes; each report ends with its own time).
 # Included by the top-level Makefile; run from the repository root.
 #
-#   make loadtest       quick pass, ~3 minutes
-#   make loadtest-full  whole partition sweep + nginx/Node.js peers, ~20 minutes
+#   make loadtest       quick pass
+#   make loadtest-full  whole partition sweep + nginx/Node.js peers
 #   make bench          unclog vs nginx, req/s and MB/s side by side
 #   make bench-pool     the clogging experiment at the pool level, through the
 #                       gateway without HTTP: fifo and fair, piece sizes, auto

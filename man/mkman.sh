@@ -2,16 +2,23 @@
 # man/mkman.sh BIN TEMPLATE: writes the man page to standard output.
 #
 # TEMPLATE is roff (man macros). @VERSION@ becomes BIN's version, @DATE@ the
-# day of $SOURCE_DATE_EPOCH (else of TEMPLATE's mtime), and the marker lines
+# day of $SOURCE_DATE_EPOCH (else of TEMPLATE's mtime), @CLASSES@ the job
+# classes of `BIN --job-classes` ("open, read, ... and cache"), each line
+#     .\" @ROUTE PATH
+# the tag of the route PATH of `BIN --routes` (its methods and path; "*" is
+# the fallback, shown as /path), above the description that follows it, and
+# the marker lines
 #     .\" @OPTIONS@     .\" @KEYS@
 # one entry per key of `BIN --help`, as an option and as a configuration
-# key, so the page cannot drift from --help. Such a line of --help reads
+# key, so the page cannot drift from --help. A route of the binary without
+# a @ROUTE line, or a @ROUTE line for no route, fails: every endpoint is
+# described, and only those that exist. Such a line of --help reads
 #       --gzip-partition SIZE|whole  input bytes deflated per ... (default 64k)
 # that is: the flag, one argument word ('quoted' if it has spaces), the help
 # text and a final parenthesised part, "default VALUE" and anything after a
 # "; " (e.g. "; restart only: a reload keeps it"). Lines "  -x, --long ARG  text" not
 # already in TEMPLATE are added to the options too. Fails, printing nothing,
-# when --help lists no key or a marker is missing.
+# when --help lists no key, a marker is missing or the routes disagree.
 set -eu
 
 if [ $# -ne 2 ]; then
@@ -22,10 +29,13 @@ bin=$1
 template=$2
 
 help=$("$bin" --help) || { echo "$0: $bin --help failed" >&2; exit 1; }
+routes=$("$bin" --routes) || { echo "$0: $bin --routes failed" >&2; exit 1; }
+classes=$("$bin" --job-classes) || { echo "$0: $bin --job-classes failed" >&2; exit 1; }
 version=$("$bin" --version | awk '{ print $2; exit }')
 date=$(date -u -d "@${SOURCE_DATE_EPOCH:-$(stat -c %Y "$template")}" +%Y-%m-%d)
 
-printf '%s\n' "$help" | awk -v version="$version" -v date="$date" '
+printf '%s\n' "$help" | MKMAN_ROUTES="$routes" MKMAN_CLASSES="$classes" \
+    awk -v version="$version" -v date="$date" '
 # Roff-escapes plain text: backslashes and hyphens (\- is the ASCII one).
 function esc(s,    out, c, i) {
     out = ""
@@ -108,6 +118,41 @@ function emit_keys(    i, key) {
         print "\\fB" esc(key) "\\fR = " argfmt(karg[i], 1)
         print describe(i)
     }
+}
+
+# S with every FROM replaced by TO, taken literally (gsub would read the
+# backslashes of roff in TO).
+function replace(s, from, to,    out, n) {
+    out = ""
+    while ((n = index(s, from)) > 0) {
+        out = out substr(s, 1, n - 1) to
+        s = substr(s, n + length(from))
+    }
+    return out s
+}
+
+# The tag of route i: its methods in bold, then its path (the fallback is
+# any /path).
+function route_tag(i,    n, m, k, out) {
+    n = split(rmethods[i], m, /, */)
+    out = ""
+    for (k = 1; k <= n; k++)
+        out = out (k > 1 ? ", " : "") "\\fB" m[k] "\\fR"
+    return out " " (rpath[i] == "*" ? "\\fI/path\\fR" : "\\fB" esc(rpath[i]) "\\fR")
+}
+
+BEGIN {
+    nr = split(ENVIRON["MKMAN_ROUTES"], lines, "\n")
+    for (i = 1; i <= nr; i++) {
+        n = index(lines[i], " ")
+        rpath[i] = substr(lines[i], 1, n - 1)
+        rmethods[i] = substr(lines[i], n + 1)
+        route_of[rpath[i]] = i
+    }
+    n = split(ENVIRON["MKMAN_CLASSES"], cls, "\n")
+    classes = ""
+    for (i = 1; i <= n; i++)
+        classes = classes (i == 1 ? "" : i == n ? " and " : ", ") "\\fB" cls[i] "\\fR"
 }
 
 # ---- first file: the --help text -------------------------------------------
@@ -193,6 +238,30 @@ END {
         print "mkman.sh: the template lacks a @OPTIONS@ or @KEYS@ marker line" > "/dev/stderr"
         exit 1
     }
+    if (nr == 0 || classes == "" || index(tmpl, "@CLASSES@") == 0) {
+        print "mkman.sh: no routes, no job classes or no @CLASSES@ in the template" > "/dev/stderr"
+        exit 1
+    }
+    bad = 0
+    for (i = 1; i <= nt; i++) {
+        if (substr(line[i], 1, 11) != ".\\\" @ROUTE ")
+            continue
+        p = substr(line[i], 12)
+        if (!(p in route_of)) {
+            print "mkman.sh: the template describes " p ", which the binary does not route" > "/dev/stderr"
+            bad = 1
+        }
+        described[p] = 1
+    }
+    for (i = 1; i <= nr; i++) {
+        if (!(rpath[i] in described)) {
+            print "mkman.sh: the route " rpath[i] " (" rmethods[i] ") has no \".\\\" @ROUTE " \
+                  rpath[i] "\" description in the template" > "/dev/stderr"
+            bad = 1
+        }
+    }
+    if (bad)
+        exit 1
     for (i = 1; i <= nt; i++) {
         s = line[i]
         if (s == ".\\\" @OPTIONS@") {
@@ -203,6 +272,12 @@ END {
             emit_keys()
             continue
         }
+        if (substr(s, 1, 11) == ".\\\" @ROUTE ") {
+            print ".TP"
+            print route_tag(route_of[substr(s, 12)])
+            continue
+        }
+        s = replace(s, "@CLASSES@", classes)
         gsub(/@VERSION@/, version, s)
         gsub(/@DATE@/, date, s)
         print s

@@ -22,8 +22,11 @@ static const struct config_choice log_levels[] = {
 };
 
 static const struct config_key core_keys[] = {
-    {"listen", CONFIG_STRING, CONFIG_FIELD(struct config, listen), 0, 0, "127.0.0.1:8080",
-     "ADDR:PORT", "address to listen on; port 0 picks a free one", CONFIG_RESTART, NULL},
+    {"listen", CONFIG_ADDR, CONFIG_FIELD(struct config, listen), 0, 0, "127.0.0.1:8080",
+     "ADDR:PORT",
+     "address to listen on: IPv4, [IPv6] or localhost (127.0.0.1), then :PORT; port 0 picks a "
+     "free one",
+     CONFIG_RESTART, NULL},
     {"root", CONFIG_STRING, CONFIG_FIELD(struct config, root), 0, 0, "static", "DIR",
      "directory served", CONFIG_RESTART, NULL},
     {"threads", CONFIG_UINT, CONFIG_FIELD(struct config, threads), 1, 1024, "4", "N",

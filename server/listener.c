@@ -133,31 +133,6 @@ static void server_on_acceptable(uv_poll_t *poll, int status, int events)
     }
 }
 
-/* Parses "1.2.3.4:80" or "[::1]:80" into ADDR. */
-static int parse_listen(const char *text, struct sockaddr_storage *addr)
-{
-    char host[64];
-    const char *colon = strrchr(text, ':');
-    if (colon == NULL || colon == text || colon[1] == '\0')
-        return UV_EINVAL;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || port < 0 || port > 65535)
-        return UV_EINVAL;
-    size_t len = (size_t)(colon - text);
-    if (text[0] == '[' && colon[-1] == ']') {
-        text++;
-        len -= 2;
-    }
-    if (len >= sizeof host)
-        return UV_EINVAL;
-    memcpy(host, text, len);
-    host[len] = '\0';
-    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)addr) == 0)
-        return 0;
-    return uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)addr);
-}
-
 /* A listening socket of our own rather than uv_listen: libuv's accept loop
  * cannot be paused, and when its reserve-fd trick is spent an EMFILE makes
  * it retry at once, forever. Returns 0 or a negative errno. */
@@ -241,9 +216,11 @@ static void print_url(struct server *srv)
 int server_open_listener(const char *listen, int *fd)
 {
     struct sockaddr_storage addr;
-    int rc = parse_listen(listen, &addr);
+    /* The configuration checked it when it was read (an error there is
+     * exit status 2, with its place); this is only a guard. */
+    int rc = config_parse_addr(listen, &addr);
     if (rc < 0) {
-        log_error("listen \"%s\": not ADDR:PORT", listen);
+        log_error("listen \"%s\": not an address", listen);
         return rc;
     }
     rc = bind_listener((struct sockaddr *)&addr, fd);

@@ -102,7 +102,7 @@ void server_fini(struct server *srv);
  * that exact path, else the first fallback route. Never NULL. */
 const struct route *server_route(const struct server *srv, const char *target);
 
-/* Opens the listening socket for LISTEN ("ADDR:PORT", "[ADDR6]:PORT").
+/* Opens the listening socket for LISTEN (a listen value: config_parse_addr).
  * Returns 0 with the fd in *FD, or logs and returns a negative UV_E* code. */
 int server_open_listener(const char *listen, int *fd);
 

@@ -6,7 +6,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
+#include <uv.h>
 
 /* A key with the table it belongs to: where its field is. */
 struct key_ref {
@@ -155,15 +157,45 @@ static int set_disk(const struct config_key *k, struct disk_emulation *d, const 
     if (rc == 0 && comma != NULL)
         rc = config_parse_size(comma + 1, false, &rate);
     if (rc != 0) {
-        fail(err, "%s: '%s' is not off or LATENCY[,RATE] (a time up to %llus, a size per second)",
-             k->name, text, k->max / 1000);
+        fail(err, "'%s' is not off or LATENCY[,RATE] (a time up to %llus, a size per second)", text,
+             k->max / 1000);
         return -1;
     }
     *d = (struct disk_emulation){.latency_ms = (unsigned)ms, .bytes_per_s = rate};
     return 0;
 }
 
-/* Sets FIELD, the field of key K, from TEXT. */
+int config_parse_addr(const char *text, struct sockaddr_storage *addr)
+{
+    char host[64];
+    const char *colon = strrchr(text, ':');
+    if (colon == NULL)
+        return -EINVAL;
+    size_t digits = strspn(colon + 1, "0123456789");
+    if (digits == 0 || digits > 5 || colon[1 + digits] != '\0')
+        return -EINVAL;
+    int port = atoi(colon + 1);
+    size_t len = (size_t)(colon - text);
+    /* An IPv6 address has colons of its own: only in brackets. */
+    bool bracketed = len >= 2 && text[0] == '[' && colon[-1] == ']';
+    if (bracketed) {
+        text++;
+        len -= 2;
+    }
+    if (port > 65535 || len == 0 || len >= sizeof host)
+        return -EINVAL;
+    memcpy(host, text, len);
+    host[len] = '\0';
+    memset(addr, 0, sizeof *addr);
+    if (bracketed)
+        return uv_ip6_addr(host, port, (struct sockaddr_in6 *)addr) == 0 ? 0 : -EINVAL;
+    if (strcasecmp(host, "localhost") == 0)
+        snprintf(host, sizeof host, "127.0.0.1");
+    return uv_ip4_addr(host, port, (struct sockaddr_in *)addr) == 0 ? 0 : -EINVAL;
+}
+
+/* Sets FIELD, the field of key K, from TEXT; a message without the key's
+ * name in ERR when TEXT is not a value of K. */
 static int set_field(char *field, const struct config_key *k, const char *text,
                      char err[CONFIG_ERR_MAX])
 {
@@ -173,7 +205,7 @@ static int set_field(char *field, const struct config_key *k, const char *text,
     switch (k->type) {
     case CONFIG_STRING:
         if (text[0] == '\0' || strlen(text) >= k->field_size) {
-            fail(err, "%s: value must be 1 to %zu characters", k->name, k->field_size - 1);
+            fail(err, "value must be 1 to %zu characters", k->field_size - 1);
             return -1;
         }
         memcpy(field, text, strlen(text) + 1);
@@ -190,8 +222,8 @@ static int set_field(char *field, const struct config_key *k, const char *text,
         unsigned long long n = isdigit((unsigned char)text[0]) ? strtoull(text, &end, 10) : 0;
         if (!isdigit((unsigned char)text[0]) || *end != '\0' || errno != 0 || n < k->min ||
             n > k->max) {
-            fail(err, "%s: '%s' is not a whole number from %llu to %llu%s", k->name, text, k->min,
-                 k->max, k->type == CONFIG_UINT_AUTO ? ", or auto" : "");
+            fail(err, "'%s' is not a whole number from %llu to %llu%s", text, k->min, k->max,
+                 k->type == CONFIG_UINT_AUTO ? ", or auto" : "");
             return -1;
         }
         *(unsigned *)(void *)field = (unsigned)n;
@@ -199,7 +231,7 @@ static int set_field(char *field, const struct config_key *k, const char *text,
     }
     case CONFIG_BOOL:
         if (strcmp(text, "on") != 0 && strcmp(text, "off") != 0) {
-            fail(err, "%s: '%s' is neither on nor off", k->name, text);
+            fail(err, "'%s' is neither on nor off", text);
             return -1;
         }
         *(bool *)(void *)field = strcmp(text, "on") == 0;
@@ -211,15 +243,15 @@ static int set_field(char *field, const struct config_key *k, const char *text,
                 return 0;
             }
         }
-        fail(err, "%s: '%s' is not one of %s", k->name, text, k->arg);
+        fail(err, "'%s' is not one of %s", text, k->arg);
         return -1;
     case CONFIG_MS:
         rc = parse_ms(text, &size);
         if (rc == 0 && (size < k->min || size > k->max))
             rc = -ERANGE;
         if (rc != 0) {
-            fail(err, "%s: '%s' is not a time from %llums to %llus (ms, or s for seconds)", k->name,
-                 text, k->min, k->max / 1000);
+            fail(err, "'%s' is not a time from %llums to %llus (ms, or s for seconds)", text,
+                 k->min, k->max / 1000);
             return -1;
         }
         *(unsigned *)(void *)field = (unsigned)size;
@@ -240,8 +272,8 @@ static int set_field(char *field, const struct config_key *k, const char *text,
         if (rc == 0 && size != CONFIG_WHOLE && (size < k->min || size > k->max))
             rc = -ERANGE;
         if (rc != 0) {
-            fail(err, "%s: '%s' is not a size from %llu to %llum (k and m suffixes%s)", k->name,
-                 text, k->min, k->max >> 20,
+            fail(err, "'%s' is not a size from %llu to %llum (k and m suffixes%s)", text, k->min,
+                 k->max >> 20,
                  k->type == CONFIG_PARTITION        ? ", or whole"
                  : k->type == CONFIG_PARTITION_AUTO ? ", whole or auto"
                                                     : "");
@@ -251,6 +283,18 @@ static int set_field(char *field, const struct config_key *k, const char *text,
         return 0;
     case CONFIG_DISK:
         return set_disk(k, (struct disk_emulation *)(void *)field, text, err);
+    case CONFIG_ADDR: {
+        struct sockaddr_storage addr;
+        if (strlen(text) >= k->field_size || config_parse_addr(text, &addr) != 0) {
+            fail(err,
+                 "'%s' is not ADDR:PORT, [ADDR6]:PORT or localhost:PORT (IP addresses, no host "
+                 "names; localhost is 127.0.0.1; port 0 to 65535)",
+                 text);
+            return -1;
+        }
+        memcpy(field, text, strlen(text) + 1);
+        return 0;
+    }
     }
     abort();
 }
@@ -267,6 +311,7 @@ int config_get(const struct config *cfg, const char *key, char *buf, size_t len)
     unsigned u = is_unsigned ? *(const unsigned *)(const void *)field : 0;
     switch (k->type) {
     case CONFIG_STRING:
+    case CONFIG_ADDR:
         snprintf(buf, len, "%s", field);
         break;
     case CONFIG_UINT_AUTO:
@@ -339,12 +384,17 @@ void config_defaults(struct config *cfg, const struct config_table *const *table
 
 int config_set(struct config *cfg, const char *key, const char *text, char err[CONFIG_ERR_MAX])
 {
+    char msg[CONFIG_ERR_MAX];
     struct key_ref r = find_ref(cfg, key, strlen(key));
     if (r.key == NULL) {
         fail(err, "unknown key '%s'", key);
         return -1;
     }
-    return set_field(field_of(cfg, r), r.key, text, err);
+    if (set_field(field_of(cfg, r), r.key, text, msg) != 0) {
+        fail(err, "%s: %s", r.key->name, msg);
+        return -1;
+    }
+    return 0;
 }
 
 int config_set_live(struct config *cfg, const char *key, const char *text, char err[CONFIG_ERR_MAX])
@@ -457,9 +507,13 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
             *action = CONFIG_VERSION;
             return 0;
         }
+        if (strcmp(arg, "--routes") == 0 || strcmp(arg, "--job-classes") == 0) {
+            *action = arg[2] == 'r' ? CONFIG_ROUTES : CONFIG_JOB_CLASSES;
+            return 0;
+        }
         if (is_config_flag(arg)) {
             if (++i == argc) {
-                fail(err, "%s needs a file", arg);
+                fail(err, "%s: needs a file", arg);
                 return -1;
             }
             continue;
@@ -473,7 +527,7 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
             }
             have_dir = true;
             if (config_set(cfg, "root", arg, msg) != 0) {
-                fail(err, "%s", msg);
+                fail(err, "%s (the directory to serve)", msg);
                 return -1;
             }
             continue;
@@ -487,12 +541,14 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
             return -1;
         }
         const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        /* Errors name the flag as it was typed: --gzip-partition, or
+         * --gzip_partition, which is accepted too. */
         if (value == NULL) {
-            fail(err, "%s needs a value", arg);
+            fail(err, "%s: needs a value", arg);
             return -1;
         }
         if (set_field(field_of(cfg, r), r.key, value, msg) != 0) {
-            fail(err, "--%s", msg);
+            fail(err, "%.*s: %s", (int)len, arg, msg);
             return -1;
         }
     }
@@ -514,28 +570,47 @@ static const char *when_text(enum config_when when)
     abort();
 }
 
+/* The left column of a key's --help line: "      --gzip-partition SIZE|whole". */
+static void key_spec(const struct config_key *k, char *buf, size_t len)
+{
+    snprintf(buf, len, "      --%s %s", k->name, k->arg);
+    for (char *p = buf + 8; *p != ' ' && *p != '\0'; p++) {
+        if (*p == '_')
+            *p = '-';
+    }
+}
+
 void config_usage(const struct config *cfg, FILE *out, const char *argv0)
 {
-    fprintf(
-        out,
-        "usage: %s [OPTIONS] [DIR]\n"
-        "Serves DIR (or the configured root) over HTTP/1.1, reading files through the\n"
-        "libuv threadpool in partitions.\n\n"
-        "  -c, --config FILE          configuration file (default conf/unclog.conf if present)\n",
-        argv0);
+    static const char *const config_line[2] = {
+        "  -c, --config FILE", "configuration file (default conf/unclog.conf if present)"};
+    static const char *const last_lines[][2] = {
+        {"  -h, --help", "this text"},
+        {"  -V, --version", "print the version"},
+    };
     const struct config_key *k;
+    char spec[128];
+    /* Every description starts in one column, after the longest left part. */
+    size_t width = strlen(config_line[0]);
     for (size_t i = 0; (k = config_key_at(cfg, i)) != NULL; i++) {
-        char flag[64];
-        snprintf(flag, sizeof flag, "--%s %s", k->name, k->arg);
-        for (char *p = flag + 2; *p != ' '; p++) {
-            if (*p == '_')
-                *p = '-';
-        }
-        fprintf(out, "      %-28s %s (default %s%s)\n", flag, k->help, k->fallback,
+        key_spec(k, spec, sizeof spec);
+        if (strlen(spec) > width)
+            width = strlen(spec);
+    }
+    int col = (int)width + 2;
+    fprintf(out,
+            "usage: %s [OPTIONS] [DIR]\n"
+            "Serves DIR (or the configured root) over HTTP/1.1, reading files through the\n"
+            "libuv threadpool in partitions.\n\n",
+            argv0);
+    fprintf(out, "%-*s%s\n", col, config_line[0], config_line[1]);
+    for (size_t i = 0; (k = config_key_at(cfg, i)) != NULL; i++) {
+        key_spec(k, spec, sizeof spec);
+        fprintf(out, "%-*s%s (default %s%s)\n", col, spec, k->help, k->fallback,
                 when_text(k->when));
     }
-    fprintf(out, "  -h, --help                 this text\n"
-                 "  -V, --version              print the version\n");
+    for (size_t i = 0; i < ARRAY_SIZE(last_lines); i++)
+        fprintf(out, "%-*s%s\n", col, last_lines[i][0], last_lines[i][1]);
 }
 
 int config_load(struct config *cfg, const struct config_table *const *tables, int argc, char **argv,
@@ -559,7 +634,7 @@ int config_load(struct config *cfg, const struct config_table *const *tables, in
 static bool same_value(struct key_ref r, const struct config *a, const struct config *b)
 {
     const char *fa = field_of(a, r), *fb = field_of(b, r);
-    if (r.key->type == CONFIG_STRING)
+    if (r.key->type == CONFIG_STRING || r.key->type == CONFIG_ADDR)
         return strcmp(fa, fb) == 0;
     return memcmp(fa, fb, r.key->field_size) == 0;
 }

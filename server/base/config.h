@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 
 /* A partition of CONFIG_WHOLE means one threadpool job for the whole file or body. */
 #define CONFIG_WHOLE SIZE_MAX
@@ -50,7 +51,8 @@ enum config_type {
     CONFIG_BOOL,
     CONFIG_MS,
     CONFIG_CHOICE,
-    CONFIG_DISK /* struct disk_emulation: "off" or "LATENCY[,RATE]" */
+    CONFIG_DISK, /* struct disk_emulation: "off" or "LATENCY[,RATE]" */
+    CONFIG_ADDR  /* an address to listen on (config_parse_addr), kept as its text */
 };
 
 /* One key: the file spelling (the flag is the same with '-' for '_'), where
@@ -141,8 +143,10 @@ const struct config_key *config_key_at(const struct config *cfg, size_t i);
 /* The key named NAME (config-file spelling), or NULL. */
 const struct config_key *config_find(const struct config *cfg, const char *name);
 
-/* What the command line asked for besides settings. */
-enum config_action { CONFIG_RUN, CONFIG_HELP, CONFIG_VERSION };
+/* What the command line asked for besides settings. --routes and
+ * --job-classes are not in --help: they list what the man page's ENDPOINTS
+ * are generated from (man/mkman.sh). */
+enum config_action { CONFIG_RUN, CONFIG_HELP, CONFIG_VERSION, CONFIG_ROUTES, CONFIG_JOB_CLASSES };
 
 /* Fills CFG with every key's default, from TABLES (core first, then each
  * module's; NULL-terminated; kept, so static). Aborts if the tables break
@@ -153,6 +157,12 @@ void config_defaults(struct config *cfg, const struct config_table *const *table
 /* Parses "123", "64k", "16m" (binary units); with ALLOW_WHOLE also "whole".
  * Returns 0, or -EINVAL for anything else, zero included, and -ERANGE on overflow. */
 int config_parse_size(const char *text, bool allow_whole, size_t *out);
+
+/* Parses a listening address: "IPV4:PORT", "[IPV6]:PORT" or
+ * "localhost:PORT", which is 127.0.0.1 (no resolver is asked, so it means
+ * the same on every machine); PORT is 0 to 65535. No other host name.
+ * Returns 0 with ADDR filled, or -EINVAL. */
+int config_parse_addr(const char *text, struct sockaddr_storage *addr);
 
 /* Sets KEY (config-file spelling, e.g. "gzip_partition") from TEXT.
  * Returns 0, or -1 with a message (no location) in ERR. */

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-# Configuration: --help/--version, the config file (keys, comments, size
-# suffixes, `whole`), flags overriding the file, the positional DIR, and the
-# fatal `FILE:LINE: message` errors with exit status 2.
+# Configuration: --help/--version (every description in one column), the
+# config file (keys, comments, size suffixes, `whole`), flags overriding the
+# file, the positional DIR, and the fatal errors with exit status 2:
+# `FILE:LINE: message`, or `--flag: message` with the flag as it was typed;
+# `listen` among them (localhost:PORT served, host names refused), while a
+# bind failure is exit status 1.
 import os
 import re
+import socket
 
 from harness import REPO, Server, is_, like, ok, run, run_bin, run_with_conf
 
@@ -20,6 +24,25 @@ def test_help_version():
     ok((out + err).strip(), "--version prints something", "stdout %r stderr %r" % (out, err))
     status, out, err = run_bin(["-V"])
     is_(status, 0, "-V exits 0")
+
+
+def test_help_columns():
+    """Every line of --help that names an option has its description start
+    in the same column, after two spaces at least."""
+    status, out, err = run_bin(["--help"])
+    cols, bad = set(), []
+    for line in out.splitlines():
+        if not re.match(r"^ +-", line):
+            continue
+        m = re.match(r"^( +-\S.*?)( {2,})\S", line)
+        if m is None:
+            bad.append(line)
+        else:
+            cols.add(len(m.group(1)) + len(m.group(2)))
+    ok(not bad, "every option line of --help has two spaces before its description",
+       "\n".join(bad))
+    is_(len(cols), 1, "every description of --help starts in the same column (%s)"
+        % sorted(cols))
 
 
 def test_config_file():
@@ -86,11 +109,50 @@ def expect_config_error(text, line, desc):
     like(err, re.escape(conf) + ":%d:" % line, "%s: stderr says CONF:%d:" % (desc, line))
 
 
-def expect_flag_error(args, desc):
+def expect_flag_error(args, desc, flag=None):
+    """Bad flags: exit 2, and (with flag) `FLAG: ` on stderr, spelled as typed."""
     status, _, err, _ = run_with_conf("", args)
     ok(status == 2, "%s: exit status 2" % desc, "status %r (None: still running, killed)"
        % status, "stderr: %s" % err[-2000:])
     ok(err.strip(), "%s: a message on stderr" % desc)
+    if flag is not None:
+        like(err, r"(?m)^unclog: %s: " % re.escape(flag), "%s: stderr says %s:" % (desc, flag))
+    return err
+
+
+ACCEPTS = r"ADDR:PORT, \[ADDR6\]:PORT or localhost:PORT"
+
+
+def test_listen():
+    """listen is checked where it is read, like every key: a bad value is
+    exit 2 with its place and what listen accepts; localhost:PORT is
+    127.0.0.1; an address in use is no configuration error (exit 1)."""
+    for value in ("nonsense", "example.com:8080", "::1:8080", "127.0.0.1:65536", "127.0.0.1:"):
+        expect_config_error("threads = 2\nlisten = %s\n" % value, 2, "listen = %s" % value)
+        err = expect_flag_error(["--listen", value], "--listen %s" % value, "--listen")
+        like(err, ACCEPTS, "--listen %s: the message says what listen accepts" % value)
+    _, _, err, _ = run_with_conf("listen = localhost\n")
+    like(err, ACCEPTS, "listen = localhost (no port): the message says what listen accepts")
+    expect_flag_error(["--listen=nonsense"], "--listen=nonsense", "--listen")
+
+    srv = Server(args=["--listen", "localhost:0"], files={"x.txt": b"local"},
+                 name="localhost server")
+    with srv:
+        like(srv.startup_line, r"listening on http://127\.0\.0\.1:\d+/",
+             "listen = localhost:0 binds 127.0.0.1")
+        resp = srv.get("/x.txt")
+        is_((resp.status, resp.body), (200, b"local"), "localhost:PORT serves")
+
+    # A bind that fails is the environment's fault, not the file's: status 1.
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    status, _, err, _ = run_with_conf("", ["--listen", "127.0.0.1:%d" % port])
+    holder.close()
+    is_(status, 1, "an address in use: exit status 1, not 2")
+    like(err, r"listen on 127\.0\.0\.1:%d: address already in use" % port,
+         "an address in use is logged as such")
 
 
 def test_errors():
@@ -105,9 +167,14 @@ def test_errors():
     expect_config_error("threads 4\n", 1, "a line without =")
     expect_config_error("partition = -4k\n", 1, "partition = -4k")
 
-    expect_flag_error(["--partition", "12q"], "--partition 12q")
-    expect_flag_error(["--partition", "0"], "--partition 0")
-    expect_flag_error(["--threads", "abc"], "--threads abc")
+    expect_flag_error(["--partition", "12q"], "--partition 12q", "--partition")
+    expect_flag_error(["--partition", "0"], "--partition 0", "--partition")
+    expect_flag_error(["--threads", "abc"], "--threads abc", "--threads")
+    # The flag as typed, dashes or underscores.
+    expect_flag_error(["--emulate-disk", "xx"], "--emulate-disk xx", "--emulate-disk")
+    expect_flag_error(["--emulate-disk=xx"], "--emulate-disk=xx", "--emulate-disk")
+    expect_flag_error(["--gzip_partition", "0"], "--gzip_partition 0", "--gzip_partition")
+    expect_flag_error(["--max-url"], "--max-url without a value", "--max-url")
 
     status, out, err = run_bin(["--no-such-flag"])
     ok(status not in (0, None), "an unknown flag fails", "status %r stderr %s" % (status, err))
@@ -133,10 +200,12 @@ def test_conf_covers_every_key():
 
 def main():
     test_help_version()
+    test_help_columns()
     test_conf_covers_every_key()
     test_config_file()
     test_positional_dir()
     test_errors()
+    test_listen()
 
 
 run(main)

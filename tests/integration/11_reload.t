@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SIGHUP re-reads the configuration file: live keys apply to new work while a
 # transfer begun before finishes byte-exact; restart-only keys keep their
-# value; a broken file changes nothing and is logged as FILE:LINE; the access
-# log is reopened (rotation); flags given on the command line still win.
+# value; a broken file (a bad listen too) changes nothing and is logged as
+# FILE:LINE; the access log is reopened (rotation); flags given on the
+# command line still win.
 import hashlib
 import os
 import signal
@@ -70,6 +71,12 @@ def main():
     is_(stats["gzip_partition"], 64 * KiB, "a broken file keeps every key, even valid ones")
     like(srv.stderr(), r"reload refused.*%s:7: max_headers" % srv.conf_path.replace(".", r"\."),
          "the refusal is logged as FILE:LINE: message")
+    # listen too is checked where the file is read, though it needs a restart.
+    rewrite(srv, conf_text(srv, "1m").replace("127.0.0.1:0", "nonsense"))
+    hup(srv)
+    is_(srv.stats()["partition"], 4 * KiB, "a bad listen refuses the whole reload")
+    like(srv.stderr(), r"reload refused.*%s:1: listen: 'nonsense' is not ADDR:PORT"
+         % srv.conf_path.replace(".", r"\."), "a bad listen is logged as FILE:1: listen: ...")
 
     # Log rotation: move the log away, SIGHUP, the next line goes to a new file.
     rewrite(srv, conf_text(srv, "4k"))

@@ -2,7 +2,8 @@
 # make install / make uninstall (install.mk) into a temporary DESTDIR: every
 # file lands where it should, the man page renders without a warning and
 # documents every option and configuration key of --help with its default,
-# the systemd unit has its reload command and sandbox, an edited
+# every route the handlers declare (with its methods) and every job class of
+# the gateway, the systemd unit has its reload command and sandbox, an edited
 # configuration survives both, and uninstall leaves no file behind.
 #
 # It never compiles: with build/unclog out of date (sources edited since the
@@ -103,6 +104,45 @@ def parse_help():
     return options, keys
 
 
+def source_routes():
+    """The routes the handler modules declare, from their sources: each
+    `.path = "/x"` (or a macro #defined as "/x" in handlers/), and "*" for
+    the fallback (`.path = NULL`)."""
+    paths, names, defines = set(), set(), {}
+    for d, _, files in os.walk(os.path.join(REPO, "handlers")):
+        for n in files:
+            with open(os.path.join(d, n)) as f:
+                text = f.read()
+            defines.update(re.findall(r'^#define (\w+) "([^"]+)"', text, re.M))
+            if n.endswith(".c"):
+                paths |= set(re.findall(r'\.path = "([^"]+)"', text))
+                names |= set(re.findall(r"\.path = ([A-Z_]+)\b", text)) - {"NULL"}
+                paths |= {"*"} if re.search(r"\.path = NULL", text) else set()
+    return paths | {defines.get(n, n) for n in names}
+
+
+def source_classes():
+    """The gateway's job class names, from server/pool/gateway.c."""
+    with open(os.path.join(REPO, "server", "pool", "gateway.c")) as f:
+        m = re.search(r"class_names\[[^]]*\] = \{([^}]*)\}", f.read())
+    return re.findall(r'"(\w+)"', m.group(1)) if m else []
+
+
+def parse_routes():
+    """`unclog --routes` and `--job-classes`, checked against the sources:
+    [(path, methods)] and [class]."""
+    status, out, err = run_bin(["--routes"])
+    is_(status, 0, "--routes exits 0")
+    routes = [tuple(l.split(" ", 1)) for l in out.splitlines() if " " in l]
+    is_(sorted(p for p, _ in routes), sorted(source_routes()),
+        "--routes lists every route the handlers declare")
+    status, out, err = run_bin(["--job-classes"])
+    is_(status, 0, "--job-classes exits 0")
+    classes = out.split()
+    is_(classes, source_classes(), "--job-classes lists the gateway's classes")
+    return routes, classes
+
+
 def plain(roff):
     """Man source with the escapes the page uses turned back into text."""
     text = re.sub(r"\\f[BIRP]", "", roff)
@@ -126,7 +166,22 @@ def entry(section, tag_re):
     return m.group(1) if m else None
 
 
-def check_man(path, options, keys):
+def check_endpoints(section, routes, classes):
+    """ENDPOINTS has a tag `METHODS PATH` with a description for each route
+    (/path for the fallback), and names every job class."""
+    missing = []
+    for path, methods in routes:
+        tag = methods + " " + ("/path" if path == "*" else path)
+        if not entry(section, re.escape(tag) + r"$"):
+            missing.append(tag)
+    ok(routes and not missing, "ENDPOINTS describes each of %d routes" % len(routes),
+       "missing: %s" % missing)
+    absent = [c for c in classes if not re.search(r"\b%s\b" % c, section)]
+    ok(classes and not absent, "ENDPOINTS names each of %d job classes" % len(classes),
+       "absent: %s" % absent)
+
+
+def check_man(path, options, keys, routes, classes):
     with open(path, encoding="utf-8") as f:
         roff = f.read()
     ok("@" not in roff, "man page: no @PLACEHOLDER@ is left",
@@ -152,6 +207,7 @@ def check_man(path, options, keys):
        "wrong or missing: %s" % bad_opt)
     ok(not bad_key, "CONFIGURATION has `key = ...` with its default for each of %d keys"
        % len(keys), "wrong or missing: %s" % bad_key)
+    check_endpoints(secs.get("ENDPOINTS", ""), routes, classes)
     like(secs.get("FILES", ""), re.escape(CONF), "FILES names the installed configuration")
     like(secs.get("SIGNALS", ""), r"SIGHUP", "SIGNALS documents SIGHUP")
 
@@ -211,6 +267,7 @@ def main():
                   "build/unclog is not up to date (run make first; this test does not rebuild)")
         return
     options, keys = parse_help()
+    routes, classes = parse_routes()
 
     dest = tempfile.mkdtemp(prefix="unclog-install-")
     status, out = make("install", "DESTDIR=" + dest, "PREFIX=" + PREFIX)
@@ -237,7 +294,7 @@ def main():
        "with the same bytes")
     ok(os.path.isfile(d(MAN)), "the man page is installed in man1")
     if os.path.isfile(d(MAN)):
-        check_man(d(MAN), options, keys)
+        check_man(d(MAN), options, keys, routes, classes)
     ok(os.path.isfile(d(UNIT)), "the unit is installed in lib/systemd/system")
     if os.path.isfile(d(UNIT)):
         check_unit(d(UNIT), dest)

@@ -1,7 +1,8 @@
-# make soak: a bounded hostile-load soak of build/unclog (tests/soak/README.md).
+# make soak: a bounded hostile-load soak of build/unclog (tests/soak/README.md,
+# which also says how long it runs; soak.py prints its own time at the end).
 #
-#   make soak                      120 s of load, under 3 minutes in all
-#   make soak SOAK_ARGS=--short    22 s of load, under 40 s (for CI)
+#   make soak                      the full soak
+#   make soak SOAK_ARGS=--short    a short one (for CI)
 #
 # SOAK_ARGS takes the options of tests/soak/soak.py (--help): --stalled-gzip N,
 # --idle N, --duration S, --budget-mib N, --rss-ceiling-mib N, --seed N.

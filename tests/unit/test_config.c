@@ -71,6 +71,68 @@ static void test_sizes(void)
     is_str(buf, "whole", "format whole");
 }
 
+static void test_listen(void)
+{
+    static const struct {
+        const char *text;
+        int family; /* 0: refused */
+        const char *addr;
+        int port;
+    } cases[] = {
+        {"127.0.0.1:8080", AF_INET, "127.0.0.1", 8080},
+        {"0.0.0.0:0", AF_INET, "0.0.0.0", 0},
+        {"localhost:80", AF_INET, "127.0.0.1", 80},
+        {"LocalHost:65535", AF_INET, "127.0.0.1", 65535},
+        {"[::1]:8080", AF_INET6, "::1", 8080},
+        {"[::]:1", AF_INET6, "::", 1},
+        {"::1:8080", 0, NULL, 0},
+        {"[127.0.0.1]:80", 0, NULL, 0},
+        {"[localhost]:80", 0, NULL, 0},
+        {"localhost", 0, NULL, 0},
+        {"example.com:80", 0, NULL, 0},
+        {"nonsense", 0, NULL, 0},
+        {"127.0.0.1:65536", 0, NULL, 0},
+        {"127.0.0.1:", 0, NULL, 0},
+        {"127.0.0.1:+80", 0, NULL, 0},
+        {"127.0.0.1:80 ", 0, NULL, 0},
+        {"127.0.0.1:000080", 0, NULL, 0},
+        {":80", 0, NULL, 0},
+        {"[]:80", 0, NULL, 0},
+        {"", 0, NULL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct sockaddr_storage ss;
+        char desc[96], name[64] = "";
+        int rc = config_parse_addr(cases[i].text, &ss);
+        snprintf(desc, sizeof desc, "listen '%s' %s", cases[i].text,
+                 cases[i].family ? "parses" : "is refused");
+        ok(cases[i].family ? rc == 0 && ss.ss_family == cases[i].family : rc == -EINVAL, desc);
+        if (rc != 0 || cases[i].family == 0)
+            continue;
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+        if (ss.ss_family == AF_INET)
+            uv_ip4_name(a4, name, sizeof name);
+        else
+            uv_ip6_name(a6, name, sizeof name);
+        is_str(name, cases[i].addr, "  its address");
+        is_int(ntohs(ss.ss_family == AF_INET ? a4->sin_port : a6->sin6_port), cases[i].port,
+               "  its port");
+    }
+
+    /* Through the key: the message names it and says what it takes. */
+    struct config cfg;
+    char err[CONFIG_ERR_MAX];
+    config_defaults(&cfg, tables);
+    is_int(config_set(&cfg, "listen", "localhost:0", err), 0, "listen = localhost:0");
+    is_str(value_of(&cfg, "listen"), "localhost:0", "  kept as written");
+    is_int(config_set(&cfg, "listen", "example.com:80", err), -1, "listen = example.com:80");
+    ok(strncmp(err, "listen: 'example.com:80' is not ADDR:PORT, [ADDR6]:PORT or localhost:PORT",
+               strlen("listen: 'example.com:80' is not ADDR:PORT")) == 0,
+       "  the message names the key and what it accepts");
+    is_str(value_of(&cfg, "listen"), "localhost:0", "  and the value is kept");
+}
+
 static void test_defaults_and_set(void)
 {
     struct config cfg;
@@ -171,9 +233,23 @@ static void test_cli(void)
     is_int(config_apply_cli(&cfg, 2, bad2, &action, err), -1, "unknown flag refused");
     char *bad3[] = {"unclog", "--threads", NULL};
     is_int(config_apply_cli(&cfg, 2, bad3, &action, err), -1, "missing value refused");
+    is_str(err, "--threads: needs a value", "  the flag, then the message");
+    /* A flag is named as typed, with dashes or underscores. */
+    char *bad4[] = {"unclog", "--emulate-disk=xx", NULL};
+    is_int(config_apply_cli(&cfg, 2, bad4, &action, err), -1, "--emulate-disk=xx refused");
+    ok(strncmp(err, "--emulate-disk: 'xx' ", 21) == 0, "  named --emulate-disk as typed");
+    char *bad5[] = {"unclog", "--emulate_disk", "xx", NULL};
+    is_int(config_apply_cli(&cfg, 3, bad5, &action, err), -1, "--emulate_disk xx refused");
+    ok(strncmp(err, "--emulate_disk: 'xx' ", 21) == 0, "  named --emulate_disk as typed");
     char *help[] = {"unclog", "--help", NULL};
     config_apply_cli(&cfg, 2, help, &action, err);
     is_int(action, CONFIG_HELP, "--help");
+    char *routes[] = {"unclog", "--routes", NULL};
+    config_apply_cli(&cfg, 2, routes, &action, err);
+    is_int(action, CONFIG_ROUTES, "--routes (for the man page)");
+    char *classes[] = {"unclog", "--job-classes", NULL};
+    config_apply_cli(&cfg, 2, classes, &action, err);
+    is_int(action, CONFIG_JOB_CLASSES, "--job-classes (for the man page)");
 }
 
 static void test_workers_and_reload(void)
@@ -277,6 +353,7 @@ int main(void)
 {
     server_config_tables(handler_modules, tables);
     test_sizes();
+    test_listen();
     test_defaults_and_set();
     test_files();
     test_cli();
