@@ -650,29 +650,21 @@ static void conn_on_pump_done(struct pump *pump, int status)
 
 /* ---- accepting ------------------------------------------------------------- */
 
-/* FNV-1a of the peer's address: the same client, the same flow. */
-static uint64_t hash_peer(const char *peer)
-{
-    uint64_t h = 14695981039346656037ull;
-    for (const unsigned char *p = (const unsigned char *)peer; *p != '\0'; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return h;
-}
-
 /* Serves FD on C's handle and names the client: for the access log, the
  * flow, /settings. Returns 0 or a negative UV_E* code (FD is not taken). */
 static int open_socket(struct conn *c, int fd)
 {
+    const struct config *cfg = conn__cfg(c);
     /* A bounded send buffer bounds what one write does inline on the loop
      * thread: on loopback the kernel's whole TCP path runs in write(). */
-    int sndbuf = (int)conn__cfg(c)->send_buffer;
+    int sndbuf = (int)cfg->send_buffer;
     if (sndbuf > 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     int rc = uv_tcp_open(&c->tcp, fd);
     if (rc < 0)
         return rc;
     uv_tcp_nodelay(&c->tcp, 1);
-    struct sockaddr_storage addr;
+    struct sockaddr_storage addr = {.ss_family = AF_UNSPEC};
     int addr_len = sizeof addr;
     snprintf(c->peer, sizeof c->peer, "-");
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&addr, &addr_len) == 0) {
@@ -682,7 +674,8 @@ static int open_socket(struct conn *c, int fd)
             uv_ip4_name((struct sockaddr_in *)&addr, c->peer, sizeof c->peer);
         c->loopback = addr_is_loopback((const struct sockaddr *)&addr);
     }
-    c->flow = c->pump.flow = hash_peer(c->peer);
+    c->flow = c->pump.flow = client_of((const struct sockaddr *)&addr, cfg->client_prefix.v4,
+                                       cfg->client_prefix.v6, NULL);
     return 0;
 }
 

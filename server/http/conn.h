@@ -81,7 +81,8 @@ void *conn_state(struct conn *c);
 void *conn_take_state(struct conn *c);
 
 struct server *conn_server(struct conn *c);
-/* The client (its address, hashed): whose share of the pool C's work uses. */
+/* The client (its address under client_prefix, hashed: client_of): whose
+ * share of the pool C's work uses. */
 uint64_t conn_flow(const struct conn *c);
 const struct request *conn_request(const struct conn *c);
 /* Whether the client connected from this machine (127/8, ::1, ::ffff:127/104). */
