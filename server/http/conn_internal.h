@@ -147,6 +147,7 @@ struct conn {
     char peer[64];
     bool loopback; /* the peer is this machine */
     uint64_t flow; /* the client: the peer's address under client_prefix, hashed (client_of) */
+    struct client_link client; /* its place in env->clients: counted, and listed while IDLE */
 
     /* The big buffers come last: conn_accept zeroes everything before them. */
     char values[VALUES_MAX];

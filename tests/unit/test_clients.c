@@ -1,5 +1,9 @@
 /* A client is an address under a prefix (client_of: IPv4 /32 and IPv6 /64
- * by default, ::ffff:a.b.c.d as IPv4). */
+ * by default, ::ffff:a.b.c.d as IPv4), and at max_connections the client
+ * holding the most gives way (clients_make_room, clients_give_way): its
+ * longest idle connection closes for a newcomer that holds at least two
+ * fewer, a newcomer from the top is refused as top_client, and with no idle
+ * connection to give the refusal is full. */
 #include "../../server/http/clients.c"
 
 #include <stdlib.h>
@@ -88,8 +92,157 @@ static void test_prefix(void)
        "a peer that is not IP is one client, shown as -");
 }
 
+/* N ids of clients in N distinct buckets: 10.0.0.1 onwards. */
+static void distinct_clients(uint64_t *ids, unsigned n)
+{
+    unsigned found = 0;
+    for (unsigned host = 1; found < n; host++) {
+        char text[32], shown[64];
+        snprintf(text, sizeof text, "10.0.%u.%u", host / 256, host % 256);
+        uint64_t id = client(text, 32, 64, shown);
+        bool taken = false;
+        for (unsigned i = 0; i < found; i++)
+            taken |= bucket_of(ids[i]) == bucket_of(id);
+        if (!taken)
+            ids[found++] = id;
+    }
+}
+
+#define LINKS 64
+static struct client_link links[LINKS];
+static unsigned nlinks;
+
+/* Joins a connection of ID, idle or not; returns its link. */
+static struct client_link *join(struct clients *t, uint64_t id, bool idle)
+{
+    static const struct client_addr addr = {.family = AF_INET, .bits = 32};
+    struct client_link *l = &links[nlinks++];
+    clients_join(t, l, id, &addr);
+    clients_set_idle(t, l, idle);
+    return l;
+}
+
+static struct clients table; /* 4096 buckets: not on the stack */
+
+static void reset(void)
+{
+    memset(&table, 0, sizeof table);
+    nlinks = 0;
+}
+
+static void test_make_room(void)
+{
+    uint64_t id[4];
+    distinct_clients(id, 4);
+    enum clients_refusal why = CLIENTS_REFUSALS;
+
+    /* The hog A holds 5, three of them idle (the second oldest first). */
+    reset();
+    struct client_link *a[5];
+    for (int i = 0; i < 5; i++)
+        a[i] = join(&table, id[0], false);
+    clients_set_idle(&table, a[1], true);
+    clients_set_idle(&table, a[3], true);
+    clients_set_idle(&table, a[4], true);
+    is_int(clients_held(&table, id[0]), 5, "A holds 5");
+    ok(clients_make_room(&table, id[1], &why) == a[1],
+       "B, holding none, gets A's longest idle connection closed");
+    ok(!a[1]->idle && table.bucket[a[1]->bucket].idle == 2, "  it left A's idle list");
+    is_int(table.evicted[CLIENTS_FOR_LIMIT], 1, "  counted as evicted for the limit");
+    is_int(table.bucket[a[1]->bucket].evicted, 1, "  and as A's");
+    clients_leave(&table, a[1]);
+    join(&table, id[1], false);
+    ok(clients_make_room(&table, id[1], &why) == a[3],
+       "B again (1 against A's 4): the next oldest of A's");
+    clients_leave(&table, a[3]);
+    join(&table, id[1], false);
+    /* A 3, B 2: a swap would leave B ahead. */
+    ok(clients_make_room(&table, id[1], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "B with 2 against A's 3 is refused: top_client");
+    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "A's own newcomer is refused: top_client");
+    is_int(table.refused[CLIENTS_TOP_CLIENT], 2, "  both counted");
+    is_int(table.bucket[bucket_of(id[0])].refused, 1, "  one as A's");
+    ok(clients_make_room(&table, id[2], &why) == a[4], "C, holding none, gets A's last idle one");
+    clients_leave(&table, a[4]);
+    join(&table, id[2], false);
+    /* A 2 (busy), B 2, C 1: nobody idle. */
+    ok(clients_make_room(&table, id[3], &why) == NULL && why == CLIENTS_FULL,
+       "with no idle connection to give, D is refused: full");
+    is_int(table.refused[CLIENTS_FULL], 1, "  counted");
+
+    /* The top holds no idle connection: the next holder that has one gives. */
+    reset();
+    for (int i = 0; i < 6; i++)
+        join(&table, id[0], false);
+    struct client_link *b0 = join(&table, id[1], true);
+    join(&table, id[1], true);
+    join(&table, id[1], false);
+    ok(clients_make_room(&table, id[2], &why) == b0,
+       "A's 6 all busy: B, holding 3 with idle ones, gives for C");
+    ok(clients_make_room(&table, id[1], &why) == NULL && why == CLIENTS_FULL,
+       "B's own newcomer gets nothing of B's: full (A holds more)");
+    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "A's newcomer: top_client");
+
+    /* Everyone holds one: nobody gives, and a newcomer is not the top. */
+    reset();
+    for (int i = 0; i < 3; i++)
+        join(&table, id[i], true);
+    ok(clients_make_room(&table, id[3], &why) == NULL && why == CLIENTS_FULL,
+       "one idle connection each: D is refused, full");
+    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "and A's second: top_client");
+}
+
+static void test_give_way(void)
+{
+    uint64_t id[2];
+    distinct_clients(id, 2);
+    reset();
+    struct client_link *a0 = join(&table, id[0], true);
+    join(&table, id[1], true);
+    ok(clients_give_way(&table) == NULL, "out of fds, nobody holding two gives nothing");
+    struct client_link *a1 = join(&table, id[0], false);
+    ok(clients_give_way(&table) == a0, "A holding two gives its idle one");
+    is_int(table.evicted[CLIENTS_FOR_FDS], 1, "  counted as evicted for fds");
+    ok(clients_give_way(&table) == NULL, "and then nothing: its other one is busy");
+    clients_set_idle(&table, a1, true);
+    clients_leave(&table, a1);
+    is_int(table.bucket[a1->bucket].idle, 0, "an idle connection that goes leaves the list");
+    ok(table.bucket[a1->bucket].oldest == NULL && table.bucket[a1->bucket].newest == NULL,
+       "  which is empty");
+    clients_leave(&table, a0);
+    is_int(clients_held(&table, id[0]), 0, "A holds none");
+}
+
+static void test_top(void)
+{
+    uint64_t id[10];
+    distinct_clients(id, 10);
+    reset();
+    for (unsigned c = 0; c < 10; c++) {
+        for (unsigned i = 0; i < c + 1; i++)
+            join(&table, id[c], false);
+    }
+    uint32_t top[CLIENTS_TOP];
+    unsigned n = top_buckets(&table, top);
+    is_int(n, CLIENTS_TOP, "ten clients: the top eight are shown");
+    bool ordered = true;
+    for (unsigned i = 0; i < n; i++)
+        ordered &= top[i] == bucket_of(id[9 - i]);
+    ok(ordered, "  most first: 10, 9, ... 3 connections");
+    reset();
+    join(&table, id[3], false);
+    n = top_buckets(&table, top);
+    ok(n == 1 && top[0] == bucket_of(id[3]), "one client: one row");
+}
+
 int main(void)
 {
     test_prefix();
+    test_make_room();
+    test_give_way();
+    test_top();
     return tap_done();
 }
