@@ -62,8 +62,15 @@ static const struct config_key core_keys[] = {
      log_levels},
     /* Limits and timeouts: what one client may cost. */
     {"max_connections", CONFIG_UINT, CONFIG_FIELD(struct config, max_connections), 1, 1000000,
-     "4096", "N", "connections served at once; more are answered 503 and closed", CONFIG_RELOAD,
-     NULL},
+     "4096", "N",
+     "connections served at once; at the limit the client holding the most gives way: its "
+     "longest idle connection closes for a newcomer, its own new ones get 503",
+     CONFIG_RELOAD, NULL},
+    {"client_prefix", CONFIG_PREFIX, CONFIG_FIELD(struct config, client_prefix), 0, 0, "32,64",
+     "V4,V6",
+     "leading bits of an address that make one client, IPv4's then IPv6's (::ffff:a.b.c.d counts "
+     "as IPv4): whose connections and pool work are shared as one",
+     CONFIG_RELOAD, NULL},
     {"max_url", CONFIG_SIZE, CONFIG_FIELD(struct config, max_url), 256, 1ULL << 20, "8k", "SIZE",
      "longest request-target (414 beyond)", CONFIG_RELOAD, NULL},
     {"max_header_size", CONFIG_SIZE, CONFIG_FIELD(struct config, max_header_size), 1024, 1ULL << 20,

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE /* accept4 */
 /* The listening socket: bind, accept in batches, pause while fds or memory
- * run out, and a short 503 beyond max_connections. */
+ * run out, and at max_connections make room or answer a short 503: the
+ * client holding the most gives way first (server/http/clients.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,9 +55,10 @@ static void pause_accepting(struct server *srv, int err)
     uv_timer_start(&srv->accept_pause, server_on_accept_resume, ACCEPT_PAUSE_MS, 0);
 }
 
-/* Over max_connections: a short 503 and close, so that the connections
- * already served keep their share. */
-static void refuse_connection(struct server *srv, int fd)
+/* At max_connections and nobody to give way: a short 503 and close, so
+ * that the connections already served keep their share. */
+static void refuse_connection(struct server *srv, int fd, const struct sockaddr *addr,
+                              enum clients_refusal why)
 {
     static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
                                "Content-Type: text/plain; charset=utf-8\r\n"
@@ -68,10 +70,48 @@ static void refuse_connection(struct server *srv, int fd)
      * either way the connection is closed. */
     (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     close(fd);
-    srv->refused++;
-    if (srv->refused_logged++ == 0)
-        log_warn("max_connections (%u) reached: refusing new connections with 503",
-                 srv->cfg->max_connections);
+    if (srv->refused_logged++ == 0) {
+        const struct config *cfg = srv->cfg;
+        struct client_addr client;
+        char text[64];
+        client_of(addr, cfg->client_prefix.v4, cfg->client_prefix.v6, &client);
+        client_format(&client, text, sizeof text);
+        log_warn("max_connections (%u) reached: 503 to %s (%s)", cfg->max_connections, text,
+                 why == CLIENTS_TOP_CLIENT ? "its client holds the most connections"
+                                           : "no idle connection to close for it");
+    }
+}
+
+/* max_connections are open: the client holding the most gives way (its
+ * longest idle connection closes) unless the newcomer's own client holds
+ * about as many; else the newcomer gets a 503. Returns whether FD, from
+ * ADDR, is to be served. */
+static bool make_room(struct server *srv, int fd, const struct sockaddr *addr)
+{
+    const struct config *cfg = srv->cfg;
+    enum clients_refusal why;
+    uint64_t id = client_of(addr, cfg->client_prefix.v4, cfg->client_prefix.v6, NULL);
+    struct client_link *idle = clients_make_room(&srv->clients, id, &why);
+    if (idle == NULL) {
+        refuse_connection(srv, fd, addr, why);
+        return false;
+    }
+    conn_evict(idle);
+    return true;
+}
+
+/* Out of fds: an idle connection of the client holding the most closes for
+ * whoever waits in the backlog. Returns whether one did. */
+static bool give_way_for_fds(struct server *srv, int errnum)
+{
+    if (errnum != EMFILE && errnum != ENFILE)
+        return false;
+    struct client_link *idle = clients_give_way(&srv->clients);
+    if (idle == NULL)
+        return false;
+    /* uv_close closes a socket's fd at once: the next accept() can have it. */
+    conn_evict(idle);
+    return true;
 }
 
 /* The errors accept() reports for one connection that went away (man 2
@@ -103,26 +143,36 @@ static void server_on_acceptable(uv_poll_t *poll, int status, int events)
         pause_accepting(srv, status);
         return;
     }
+    /* One eviction per accept() that ran out of fds: if the next fails too,
+     * the fd went elsewhere, and accepting rests instead. */
+    bool gave_way = false;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
-        int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage addr = {.ss_family = AF_UNSPEC};
+        socklen_t addr_len = sizeof addr;
+        int fd = accept4(srv->listen_fd, (struct sockaddr *)&addr, &addr_len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             int errnum = errno;
             if (errnum == EAGAIN || errnum == EWOULDBLOCK)
                 return;
+            if (!gave_way && give_way_for_fds(srv, errnum)) {
+                gave_way = true;
+                continue;
+            }
             if (!accept_error_transient(errnum)) {
                 pause_accepting(srv, -errnum);
                 return;
             }
             continue;
         }
+        gave_way = false;
         if (srv->accept_paused) {
             log_info("accepting connections again");
             srv->accept_paused = false;
         }
-        if (srv->active >= srv->cfg->max_connections) {
-            refuse_connection(srv, fd);
+        if (srv->active >= srv->cfg->max_connections &&
+            !make_room(srv, fd, (const struct sockaddr *)&addr))
             continue;
-        }
         int rc = conn_accept(&srv->conn_env, fd);
         if (rc < 0) {
             log_warn("accept: %s", uv_strerror(rc));

@@ -178,23 +178,19 @@ static const struct snap_def conn_accepted = {.key = "accepted",
                                               .metric = "unclog_connections_accepted_total",
                                               .kind = SNAP_COUNTER,
                                               .help = "Connections accepted."};
-static const struct snap_def conn_refused = {
-    .key = "refused",
-    .metric = "unclog_connections_refused_total",
-    .kind = SNAP_COUNTER,
-    .help = "Connections refused with 503 because max_connections were open."};
 static const struct snap_def conn_max = {
     .key = "max",
     .metric = "unclog_connections_max",
-    .help = "Connections served at once (max_connections); beyond, a new one is refused."};
+    .help = "Connections served at once (max_connections); at the limit the client holding the "
+            "most gives way."};
 
 static void connections_stats(const struct server *srv, struct snapshot *s)
 {
     snap_open(s, "connections", NULL);
     snap_add(s, &conn_active, srv->active);
     snap_add(s, &conn_accepted, srv->accepted);
-    snap_add(s, &conn_refused, srv->refused);
     snap_add(s, &conn_max, srv->cfg->max_connections);
+    clients_stats(&srv->clients, s);
     snap_close(s);
 }
 

@@ -140,7 +140,8 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                                       .route = server_route,
                                       .date = server_date,
                                       .response_done = server_count_response,
-                                      .gone = server_conn_gone};
+                                      .gone = server_conn_gone,
+                                      .clients = &srv->clients};
     if (gateway_set_bulk_nice(&srv->gateway, (int)cfg->bulk_nice) < 0)
         log_warn("bulk_nice %u: off (needs root, or LimitNICE=20 to set threads back)",
                  cfg->bulk_nice);

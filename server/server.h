@@ -11,6 +11,7 @@
 #include "server/base/config.h"
 #include "server/pool/gateway.h"
 #include "server/base/log.h"
+#include "server/http/clients.h"
 #include "server/http/conn.h"
 #include "server/pool/pump.h"
 
@@ -63,13 +64,14 @@ struct server {
     struct budget budget;                   /* what buffers may hold at once */
     struct pump_env pump_env;               /* what every response's pump shares */
     struct conn_env conn_env;               /* what every connection reads; owns their list */
+    struct clients clients;                 /* who holds the connections (conn_env's) */
     const struct module *const *modules;    /* main()'s list, NULL-terminated */
     void *module_state[SERVER_MODULES_MAX]; /* each module's own, by index */
     char root[PATH_MAX]; /* realpath of cfg->root: the boundary no request crosses */
     size_t root_len;
     char date[32];    /* "Sun, 06 Nov 1994 08:49:37 GMT", for date_time */
     time_t date_time; /* the second date[] shows */
-    uint64_t accepted, active, requests, refused;
+    uint64_t accepted, active, requests;
     uint64_t bytes_sent; /* response body bytes handed to the kernel, as they go */
     struct route_row route_rows[SERVER_ROUTES_MAX];
     unsigned nroute_rows;

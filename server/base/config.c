@@ -134,6 +134,25 @@ static int parse_ms(const char *text, size_t *ms)
     return 0;
 }
 
+/* "V4,V6": two prefix lengths, IPv4's (0 to 32) then IPv6's (0 to 128). */
+static int set_prefix(const struct config_key *k, struct config_prefix *p, const char *text,
+                      char err[CONFIG_ERR_MAX])
+{
+    char *end = NULL;
+    unsigned long v4 = 33, v6 = 129;
+    if (isdigit((unsigned char)text[0]))
+        v4 = strtoul(text, &end, 10);
+    if (end != NULL && *end == ',' && isdigit((unsigned char)end[1]))
+        v6 = strtoul(end + 1, &end, 10);
+    if (end == NULL || *end != '\0' || v4 > 32 || v6 > 128) {
+        fail(err, "%s: '%s' is not V4,V6 (prefix lengths: 0 to 32 for IPv4, 0 to 128 for IPv6)",
+             k->name, text);
+        return -1;
+    }
+    *p = (struct config_prefix){.v4 = (unsigned)v4, .v6 = (unsigned)v6};
+    return 0;
+}
+
 /* "off", or "LATENCY[,RATE]": a time (ms or s) and a size per second. */
 static int set_disk(const struct config_key *k, struct disk_emulation *d, const char *text,
                     char err[CONFIG_ERR_MAX])
@@ -236,6 +255,8 @@ static int set_field(char *field, const struct config_key *k, const char *text,
         }
         *(bool *)(void *)field = strcmp(text, "on") == 0;
         return 0;
+    case CONFIG_PREFIX:
+        return set_prefix(k, (struct config_prefix *)(void *)field, text, err);
     case CONFIG_CHOICE:
         for (const struct config_choice *ch = k->choices; ch->name != NULL; ch++) {
             if (strcmp(ch->name, text) == 0) {
@@ -332,6 +353,11 @@ int config_get(const struct config *cfg, const char *key, char *buf, size_t len)
     case CONFIG_BOOL:
         snprintf(buf, len, "%s", *(const bool *)field ? "on" : "off");
         break;
+    case CONFIG_PREFIX: {
+        const struct config_prefix *p = (const struct config_prefix *)(const void *)field;
+        snprintf(buf, len, "%u,%u", p->v4, p->v6);
+        break;
+    }
     case CONFIG_MS:
         snprintf(buf, len, "%ums", u);
         break;

@@ -28,6 +28,12 @@ struct disk_emulation {
     size_t bytes_per_s;
 };
 
+/* client_prefix: how many leading bits of an address make one client, for
+ * IPv4 (0 to 32) and IPv6 (0 to 128). */
+struct config_prefix {
+    unsigned v4, v6;
+};
+
 /* How a running server takes a new value of a key. */
 enum config_when {
     CONFIG_RESTART, /* only at startup: a reload keeps the running value */
@@ -49,6 +55,7 @@ enum config_type {
     CONFIG_PARTITION,      /* a size, or "whole": CONFIG_WHOLE */
     CONFIG_PARTITION_AUTO, /* ... or "auto": CONFIG_AUTO_SIZE */
     CONFIG_BOOL,
+    CONFIG_PREFIX, /* struct config_prefix: "V4,V6", two prefix lengths */
     CONFIG_MS,
     CONFIG_CHOICE,
     CONFIG_DISK, /* struct disk_emulation: "off" or "LATENCY[,RATE]" */
@@ -129,6 +136,8 @@ struct config {
     unsigned send_timeout;      /* time a client may read none of its response */
     size_t send_buffer;         /* SO_SNDBUF of each connection; 0: the kernel's own */
     size_t max_buffer_memory;   /* the budget of server/pool/budget.h, per worker */
+    /* The leading bits of an address that make one client. */
+    struct config_prefix client_prefix;
     _Alignas(max_align_t) unsigned char blocks[CONFIG_BLOCKS_SIZE];
 };
 

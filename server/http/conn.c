@@ -177,6 +177,9 @@ static void enter(struct conn *c, enum conn_state state)
     if ((next_states[from] & TO(state)) == 0)
         abort(); /* a move the table does not have: a bug */
     c->state = state;
+    /* Idle keep-alive connections are the first to give way (clients.h). */
+    if (from == CONN_IDLE || state == CONN_IDLE)
+        clients_set_idle(c->env->clients, &c->client, state == CONN_IDLE);
     arm_state(c, from);
     follow_input(c);
 }
@@ -197,6 +200,7 @@ static void maybe_free(struct conn *c)
         *c->pprev = c->next;
         if (c->next != NULL)
             c->next->pprev = c->pprev;
+        clients_leave(env->clients, &c->client);
     }
     free(c);
     if (served)
@@ -235,6 +239,13 @@ void conn_release(struct conn *c)
 {
     c->holds--;
     maybe_free(c);
+}
+
+void conn_evict(struct client_link *l)
+{
+    struct conn *c = container_of(l, struct conn, client);
+    log_debug("closing idle %s: its client holds the most connections", c->peer);
+    close_conn(c, false);
 }
 
 void conn_stop_all(struct conn_env *env, bool force)
@@ -664,29 +675,22 @@ static void conn_on_pump_done(struct pump *pump, int status)
 
 /* ---- accepting ------------------------------------------------------------- */
 
-/* FNV-1a of the peer's address: the same client, the same flow. */
-static uint64_t hash_peer(const char *peer)
-{
-    uint64_t h = 14695981039346656037ull;
-    for (const unsigned char *p = (const unsigned char *)peer; *p != '\0'; p++)
-        h = (h ^ *p) * 1099511628211ull;
-    return h;
-}
-
 /* Serves FD on C's handle and names the client: for the access log, the
- * flow, /settings. Returns 0 or a negative UV_E* code (FD is not taken). */
-static int open_socket(struct conn *c, int fd)
+ * flow and its place among the clients (*CLIENT), /settings. Returns 0 or
+ * a negative UV_E* code (FD is not taken). */
+static int open_socket(struct conn *c, int fd, struct client_addr *client)
 {
+    const struct config *cfg = conn__cfg(c);
     /* A bounded send buffer bounds what one write does inline on the loop
      * thread: on loopback the kernel's whole TCP path runs in write(). */
-    int sndbuf = (int)conn__cfg(c)->send_buffer;
+    int sndbuf = (int)cfg->send_buffer;
     if (sndbuf > 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
     int rc = uv_tcp_open(&c->tcp, fd);
     if (rc < 0)
         return rc;
     uv_tcp_nodelay(&c->tcp, 1);
-    struct sockaddr_storage addr;
+    struct sockaddr_storage addr = {.ss_family = AF_UNSPEC};
     int addr_len = sizeof addr;
     snprintf(c->peer, sizeof c->peer, "-");
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&addr, &addr_len) == 0) {
@@ -696,7 +700,8 @@ static int open_socket(struct conn *c, int fd)
             uv_ip4_name((struct sockaddr_in *)&addr, c->peer, sizeof c->peer);
         c->loopback = addr_is_loopback((const struct sockaddr *)&addr);
     }
-    c->flow = c->pump.flow = hash_peer(c->peer);
+    c->flow = c->pump.flow = client_of((const struct sockaddr *)&addr, cfg->client_prefix.v4,
+                                       cfg->client_prefix.v6, client);
     return 0;
 }
 
@@ -724,7 +729,8 @@ int conn_accept(struct conn_env *env, int fd)
     /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
     llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
     strict_lines_init(&c->lines);
-    rc = open_socket(c, fd);
+    struct client_addr client;
+    rc = open_socket(c, fd, &client);
     if (rc < 0) {
         close(fd);
         close_conn(c, false); /* not served: frees itself without a word to ENV */
@@ -735,6 +741,7 @@ int conn_accept(struct conn_env *env, int fd)
         c->next->pprev = &c->next;
     env->conns = c;
     c->pprev = &env->conns;
+    clients_join(env->clients, &c->client, c->flow, &client);
     /* Born in CONN_NEW (0, where memset left it): its timer and reading. */
     arm_state(c, CONN_NEW);
     follow_input(c);

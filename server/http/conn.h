@@ -85,7 +85,8 @@ void *conn_state(struct conn *c);
 void *conn_take_state(struct conn *c);
 
 struct server *conn_server(struct conn *c);
-/* The client (its address, hashed): whose share of the pool C's work uses. */
+/* The client (its address under client_prefix, hashed: client_of): whose
+ * share of the pool C's work uses. */
 uint64_t conn_flow(const struct conn *c);
 const struct request *conn_request(const struct conn *c);
 /* Whether the client connected from this machine (127/8, ::1, ::ffff:127/104). */
@@ -121,6 +122,8 @@ const char *http_reason(int status);
 /* ---- for the server module ---- */
 
 struct access_log;
+struct clients;
+struct client_link;
 struct config;
 
 /* What every connection of a server reads and whom it tells, as the pump
@@ -146,6 +149,9 @@ struct conn_env {
     /* A connection conn_accept served has been freed. */
     void (*gone)(struct server *owner);
     struct conn *conns; /* the live connections: linked and unlinked by them */
+    /* Who holds them: each connection counts itself in from conn_accept
+     * until it is freed, and lists itself while idle. */
+    struct clients *clients;
 };
 
 /* Serves the accepted socket FD as a new connection of ENV: starts reading
@@ -153,6 +159,11 @@ struct conn_env {
  * when the connection is freed; or a negative UV_E* code, FD closed and
  * gone never called (what was set up frees itself). */
 int conn_accept(struct conn_env *env, int fd);
+
+/* Closes the idle connection whose link L clients_make_room or
+ * clients_give_way (server/http/clients.h) took out of its idle list, to
+ * make room for another. */
+void conn_evict(struct client_link *l);
 
 /* The server is stopping: closes each connection of ENV now if it is
  * between requests, else after the response in progress (which then

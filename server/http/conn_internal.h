@@ -17,6 +17,7 @@
 #include "server/base/config.h"
 #include "server/base/log.h"
 #include "server/base/util.h"
+#include "server/http/clients.h"
 #include "server/http/conn.h"
 #include "server/http/strict.h"
 
@@ -148,7 +149,8 @@ struct conn {
     unsigned holds;
     char peer[64];
     bool loopback; /* the peer is this machine */
-    uint64_t flow; /* the peer's address, hashed */
+    uint64_t flow; /* the client: the peer's address under client_prefix, hashed (client_of) */
+    struct client_link client; /* its place in env->clients: counted, and listed while IDLE */
 
     /* The big buffers come last: conn_accept zeroes everything before them. */
     char values[VALUES_MAX];

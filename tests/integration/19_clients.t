@@ -7,7 +7,7 @@
 # below), although every one of A's reads has fewer bytes left than B's;
 # under fifo B waits for everything A queued before it. Counters, not
 # timings. (127.0.0.2 and 127.0.0.3 hash to different buckets of the
-# scheduler, 3 and 16 of 64; 127.0.0.5 would share A's.)
+# scheduler, 31 and 29 of 64.)
 from harness import KiB, Server, is_, ok, poll, random_bytes, run
 
 A_CONNS = 48

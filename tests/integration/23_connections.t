@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Connection and fd limits. Over max_connections a new connection gets a 503
-# and is closed at once, a flood of them harms none of the connections being
-# served, and a freed slot is taken again. Out of fds (the server run with
+# and is closed at once (here one client holds them all: 27_client_conns.t
+# has several), a flood of them harms none of the connections being served,
+# and a freed slot is taken again. Out of fds (the server run with
 # `prlimit --nofile=40`), accept() fails with EMFILE: the server must not
 # spin nor wedge; it pauses accepting, keeps serving what it has, and once
 # fds are free it accepts the connections that waited.
@@ -66,8 +67,11 @@ def test_emfile():
                  wrapper=["prlimit", "--nofile=40:40", "--"], name="40-fd server")
     with srv:
         conns = [Conn(srv.port) for _ in range(60)]
+        # Connection: close, so that an answered connection is not idle: with
+        # no idle connection to give up for fds (27_client_conns.t), accepting
+        # has to pause.
         for c in conns:
-            c.request("GET", "/x.txt")
+            c.request("GET", "/x.txt", headers={"Connection": "close"})
         # Those the server could accept answer at once; wait until no more come.
         first, deadline = [], time.monotonic() + 10 * SLOW
         while time.monotonic() < deadline:

@@ -19,6 +19,7 @@ static bool stopping;
 static uint64_t bytes_sent;
 static struct pump_env pump_env = {.bytes_sent = &bytes_sent};
 static struct access_log access_log;
+static struct clients clients;
 static unsigned responses, gone;
 static int client = -1;
 
@@ -88,7 +89,8 @@ static struct conn_env env = {.loop = &loop,
                               .route = find_route,
                               .date = date,
                               .response_done = response_done,
-                              .gone = conn_gone};
+                              .gone = conn_gone,
+                              .clients = &clients};
 
 /* Sends TEXT as the client, drops what the server sent so far, and runs the
  * loop until C is in STATE (or 1000 turns have passed). */

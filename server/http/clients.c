@@ -1,0 +1,278 @@
+/* Who holds the connections: clients by masked address, their counts in
+ * fixed buckets, the idle list of each, and who gives way at the limit. */
+#include "server/http/clients.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server/base/snapshot.h"
+
+/* ---- a client is an address ------------------------------------------- */
+
+/* Keeps the first BITS bits of the LEN bytes at P. */
+static void mask(uint8_t *p, unsigned len, unsigned bits)
+{
+    for (unsigned i = 0; i<len; i++, bits = bits> 8 ? bits - 8 : 0) {
+        if (bits < 8)
+            p[i] &= (uint8_t)(0xff00u >> bits);
+    }
+}
+
+uint64_t client_of(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits,
+                   struct client_addr *out)
+{
+    static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    struct client_addr a = {0};
+    unsigned len = 0;
+    if (sa->sa_family == AF_INET) {
+        memcpy(a.bytes, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+        a.family = AF_INET;
+    } else if (sa->sa_family == AF_INET6) {
+        const uint8_t *b = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
+        bool mapped = memcmp(b, v4_mapped, sizeof v4_mapped) == 0;
+        memcpy(a.bytes, mapped ? b + 12 : b, mapped ? 4 : 16);
+        a.family = mapped ? AF_INET : AF_INET6;
+    }
+    if (a.family == AF_INET) {
+        len = 4;
+        a.bits = (uint8_t)(v4_bits < 32 ? v4_bits : 32);
+    } else if (a.family == AF_INET6) {
+        len = 16;
+        a.bits = (uint8_t)(v6_bits < 128 ? v6_bits : 128);
+    }
+    mask(a.bytes, len, a.bits);
+    /* FNV-1a of what tells clients apart (the family, the prefix, the
+     * bytes), then MurmurHash3's finaliser: neighbouring addresses differ
+     * only in their last byte, which FNV alone spreads in a pattern. */
+    uint64_t h = 14695981039346656037ull;
+    const uint8_t head[2] = {a.family, a.bits};
+    for (unsigned i = 0; i < 2 + len; i++)
+        h = (h ^ (i < 2 ? head[i] : a.bytes[i - 2])) * 1099511628211ull;
+    h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdull;
+    h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ull;
+    if (out != NULL)
+        *out = a;
+    return h ^ (h >> 33);
+}
+
+void client_format(const struct client_addr *a, char *buf, size_t len)
+{
+    char text[INET6_ADDRSTRLEN] = "-";
+    unsigned full = a->family == AF_INET ? 32 : 128;
+    if (a->family == 0 || inet_ntop(a->family, a->bytes, text, sizeof text) == NULL) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    if (a->bits < full)
+        snprintf(buf, len, "%s/%u", text, a->bits);
+    else
+        snprintf(buf, len, "%s", text);
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+static uint32_t bucket_of(uint64_t id)
+{
+    uint64_t h = id * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing, as the scheduler's */
+    return (uint32_t)(h >> 32) & (CLIENTS_BUCKETS - 1);
+}
+
+void clients_join(struct clients *t, struct client_link *l, uint64_t id,
+                  const struct client_addr *addr)
+{
+    uint32_t b = bucket_of(id);
+    struct client_bucket *cb = &t->bucket[b];
+    *l = (struct client_link){.bucket = b};
+    if (t->conns[b]++ == 0)
+        cb->refused = cb->evicted = 0; /* a new holder: its own counts */
+    cb->addr = *addr;
+}
+
+void clients_set_idle(struct clients *t, struct client_link *l, bool idle)
+{
+    struct client_bucket *cb = &t->bucket[l->bucket];
+    if (idle == l->idle)
+        return;
+    l->idle = idle;
+    if (idle) {
+        l->prev = cb->newest;
+        l->next = NULL;
+        *(cb->newest ? &cb->newest->next : &cb->oldest) = l;
+        cb->newest = l;
+        cb->idle++;
+        return;
+    }
+    *(l->prev ? &l->prev->next : &cb->oldest) = l->next;
+    *(l->next ? &l->next->prev : &cb->newest) = l->prev;
+    l->prev = l->next = NULL;
+    cb->idle--;
+}
+
+void clients_leave(struct clients *t, struct client_link *l)
+{
+    clients_set_idle(t, l, false);
+    t->conns[l->bucket]--;
+}
+
+unsigned clients_held(const struct clients *t, uint64_t id)
+{
+    return t->conns[bucket_of(id)];
+}
+
+/* The most connections any bucket holds, and the bucket holding the most
+ * among those with an idle connection (-1: none has one). */
+static long giver(const struct clients *t, uint32_t *most)
+{
+    uint32_t top = 0, with_idle = 0;
+    long found = -1;
+    for (uint32_t b = 0; b < CLIENTS_BUCKETS; b++) {
+        uint32_t n = t->conns[b];
+        if (n > top)
+            top = n;
+        if (n > with_idle && t->bucket[b].idle > 0) {
+            with_idle = n;
+            found = b;
+        }
+    }
+    *most = top;
+    return found;
+}
+
+/* Takes the longest idle connection of bucket B out of its list. */
+static struct client_link *evict(struct clients *t, long b, enum clients_eviction why)
+{
+    struct client_link *l = t->bucket[b].oldest;
+    clients_set_idle(t, l, false);
+    t->bucket[b].evicted++;
+    t->evicted[why]++;
+    return l;
+}
+
+struct client_link *clients_make_room(struct clients *t, uint64_t id, enum clients_refusal *why)
+{
+    uint32_t own = bucket_of(id), held = t->conns[own], most;
+    long b = giver(t, &most);
+    if (b >= 0 && t->conns[b] >= held + 2)
+        return evict(t, b, CLIENTS_FOR_LIMIT);
+    *why = held >= 1 && held + 1 >= most ? CLIENTS_TOP_CLIENT : CLIENTS_FULL;
+    t->bucket[own].refused++;
+    t->refused[*why]++;
+    return NULL;
+}
+
+struct client_link *clients_give_way(struct clients *t)
+{
+    uint32_t most;
+    long b = giver(t, &most);
+    if (b < 0 || t->conns[b] < 2)
+        return NULL;
+    return evict(t, b, CLIENTS_FOR_FDS);
+}
+
+/* ---- what /stats and /metrics show ---------------------------------------- */
+
+static const struct snap_def refused_def = {.key = "refused"}; /* /metrics: the sum of the next */
+static const struct snap_def refused_reason_def = {
+    .metric = "unclog_connections_refused_total",
+    .kind = SNAP_COUNTER,
+    .name_label = "reason",
+    .help = "Connections answered 503 and closed at max_connections, by reason: top_client (the "
+            "newcomer's client held about the most connections), full (nobody held an idle "
+            "connection to give up for it)."};
+static const struct snap_def evicted_def = {.key = "evicted_idle"}; /* as refused */
+static const struct snap_def evicted_reason_def = {
+    .metric = "unclog_connections_evicted_idle_total",
+    .kind = SNAP_COUNTER,
+    .name_label = "reason",
+    .help = "Idle keep-alive connections closed to make room, always the client's holding the "
+            "most: for a newcomer at max_connections (max_connections), or for connections "
+            "waiting while accept had no fd (fds)."};
+/* The address is /stats' alone: as a label, every address that ever
+ * reached the top would stay a series of its own in Prometheus. */
+static const struct snap_def top_client_def = {.key = "client", .kind = SNAP_INFO};
+static const struct snap_def top_conns_def = {
+    .key = "connections",
+    .metric = "unclog_top_client_connections",
+    .help = "Connections held now by the client at this rank (1: the most); /stats names it. "
+            "Clients whose addresses hash alike share a rank."};
+static const struct snap_def top_idle_def = {
+    .key = "idle",
+    .metric = "unclog_top_client_idle_connections",
+    .help = "Of those, the idle keep-alive ones (the first to close under pressure)."};
+static const struct snap_def top_refused_def = {
+    .key = "refused",
+    .metric = "unclog_top_client_refused_connections",
+    .help = "New connections of the client at this rank refused since it last held none."};
+static const struct snap_def top_evicted_def = {
+    .key = "evicted",
+    .metric = "unclog_top_client_evicted_connections",
+    .help = "Idle connections of the client at this rank closed to make room since it last held "
+            "none."};
+
+static const char *const refusal_names[CLIENTS_REFUSALS] = {"full", "top_client"};
+static const char *const eviction_names[CLIENTS_EVICTIONS] = {"max_connections", "fds"};
+static const char *const ranks[CLIENTS_TOP] = {"1", "2", "3", "4", "5", "6", "7", "8"};
+
+/* The CLIENTS_TOP buckets holding the most connections, most first, into
+ * TOP; returns how many hold any. */
+static unsigned top_buckets(const struct clients *t, uint32_t top[CLIENTS_TOP])
+{
+    unsigned n = 0;
+    for (uint32_t b = 0; b < CLIENTS_BUCKETS; b++) {
+        uint32_t held = t->conns[b];
+        if (held == 0 || (n == CLIENTS_TOP && held <= t->conns[top[n - 1]]))
+            continue;
+        unsigned i = n < CLIENTS_TOP ? n++ : n - 1;
+        for (; i > 0 && t->conns[top[i - 1]] < held; i--)
+            top[i] = top[i - 1];
+        top[i] = b;
+    }
+    return n;
+}
+
+static void top_stats(const struct clients *t, struct snapshot *s)
+{
+    uint32_t top[CLIENTS_TOP];
+    unsigned n = top_buckets(t, top);
+    snap_open(s, "top_clients", NULL);
+    for (unsigned i = 0; i < n; i++) {
+        const struct client_bucket *cb = &t->bucket[top[i]];
+        char text[SNAP_TEXT_MAX];
+        client_format(&cb->addr, text, sizeof text);
+        snap_open(s, ranks[i], "rank");
+        snap_add_text(s, &top_client_def, NULL, text);
+        snap_add(s, &top_conns_def, t->conns[top[i]]);
+        snap_add(s, &top_idle_def, cb->idle);
+        snap_add(s, &top_refused_def, cb->refused);
+        snap_add(s, &top_evicted_def, cb->evicted);
+        snap_close(s);
+    }
+    snap_close(s);
+}
+
+/* SUM_DEF's total (/stats' alone), then in the object NAME the count of
+ * each of the N reasons, named as NAMES. */
+static void by_reason(struct snapshot *s, const struct snap_def *sum_def, const char *name,
+                      const struct snap_def *def, const char *const *names, const uint64_t *counts,
+                      unsigned n)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < n; i++)
+        sum += counts[i];
+    snap_add(s, sum_def, sum);
+    snap_open(s, name, NULL);
+    for (unsigned i = 0; i < n; i++)
+        snap_add_named(s, def, names[i], counts[i]);
+    snap_close(s);
+}
+
+void clients_stats(const struct clients *t, struct snapshot *s)
+{
+    by_reason(s, &refused_def, "refused_by_reason", &refused_reason_def, refusal_names, t->refused,
+              CLIENTS_REFUSALS);
+    by_reason(s, &evicted_def, "evicted_idle_by_reason", &evicted_reason_def, eviction_names,
+              t->evicted, CLIENTS_EVICTIONS);
+    top_stats(t, s);
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+# Connections are shared by client (an address: 127.0.0.2 and 127.0.0.3 are
+# two), work-conserving. A lone client may hold every connection; at
+# max_connections the client holding the most gives way: its longest idle
+# keep-alive connection closes for a newcomer from another client, its own
+# new connection gets 503 (reason top_client), and when nobody has an idle
+# connection to give the newcomer gets 503 (reason full). Out of fds the
+# same client gives up an idle connection for whoever waits. Counters and
+# which connection closed, not timings.
+import json
+import select
+import shutil
+
+from harness import (Conn, Server, diag, is_, ok, poll, run, skip_test)
+
+FILES = {"x.txt": b"hello"}
+PATIENT = {"keepalive_timeout": "60s", "header_timeout": "60s"}
+HOG, NEWCOMER, WATCH, OTHER = "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"
+
+
+def stats(conn):
+    resp = conn.roundtrip("GET", "/stats")
+    assert resp.status == 200, resp
+    return json.loads(resp.body)["connections"]
+
+
+def top(st, client):
+    """client's row of /stats' top_clients (its rank added), or None."""
+    for rank, row in st["top_clients"].items():
+        if row["client"] == client:
+            return dict(row, rank=rank)
+    return None
+
+
+def closed_by_server(conn, wait=0.0):
+    """Whether the server closed conn (EOF readable within wait seconds)."""
+    r, _, _ = select.select([conn.sock], [], [], wait)
+    return bool(r) and not conn.fill()
+
+
+def test_hog_gives_way():
+    limit = 21
+    with Server(files=FILES, conf=dict(PATIENT, max_connections=limit)) as srv:
+        watch = srv.conn(source=WATCH)  # asks /stats on one connection throughout
+        stats(watch)
+        hog = [srv.conn(source=HOG) for _ in range(limit - 1)]
+        got = [c.roundtrip("GET", "/x.txt").status for c in hog]
+        is_(got, [200] * (limit - 1), "the hog's %d connections are served" % (limit - 1))
+        ok(poll(lambda: (top(stats(watch), HOG) or {}).get("idle") == limit - 1),
+           "the hog holds %d idle keep-alive connections" % (limit - 1))
+        st = stats(watch)
+        is_((st["active"], top(st, HOG)["rank"]), (limit, "1"),
+            "the server is at max_connections, the hog at the top of top_clients")
+
+        newcomer = srv.conn(source=NEWCOMER)
+        resp = newcomer.roundtrip("GET", "/x.txt")
+        is_((resp.status, resp.body), (200, b"hello"),
+            "a newcomer from another address is served, not refused")
+        ok(poll(lambda: closed_by_server(hog[0], 0.2)),
+           "the hog's longest idle connection was closed for it")
+        still = [i for i, c in enumerate(hog[1:], 1) if closed_by_server(c)]
+        is_(still, [], "and none other of the hog's")
+        st = stats(watch)
+        is_((st["evicted_idle"], st["evicted_idle_by_reason"]["max_connections"], st["refused"]),
+            (1, 1, 0), "/stats: one idle connection evicted for the limit, nothing refused")
+        row = top(st, HOG)
+        is_((row["connections"], row["idle"], row["evicted"]), (limit - 2, limit - 2, 1),
+            "the hog holds one connection fewer, its eviction counted")
+
+        extra = Conn(srv.port, source=HOG)
+        resp = extra.roundtrip("GET", "/x.txt")
+        is_(resp.status, 503, "the hog's own new connection is refused with 503")
+        ok(not extra.fill(), "and closed")
+        extra.close()
+        st = stats(watch)
+        is_((st["refused_by_reason"]["top_client"], st["refused_by_reason"]["full"],
+             st["evicted_idle"], top(st, HOG)["refused"]), (1, 0, 1, 1),
+            "/stats: refused for top_client (the hog's), no idle connection evicted for it")
+        ok(not any(closed_by_server(c) for c in hog[1:]), "every other hog connection stays open")
+
+        # The hog's connections all busy (a request head begun on each): no
+        # idle connection of a client holding more than a newcomer's two more.
+        for c in hog[1:]:
+            c.send(b"GET /x.txt HTTP/1.1\r\n")
+        ok(poll(lambda: top(stats(watch), HOG)["idle"] == 0), "the hog's connections are busy")
+        other = Conn(srv.port, source=OTHER)
+        is_(other.roundtrip("GET", "/x.txt").status, 503,
+            "with no idle connection to give, a newcomer gets 503")
+        other.close()
+        st = stats(watch)
+        is_((st["refused_by_reason"]["full"], st["refused_by_reason"]["top_client"],
+             st["evicted_idle"]), (1, 1, 1), "/stats: refused as full")
+        for c in hog[1:]:
+            c.send(b"Host: x\r\n\r\n")
+            assert c.read_response().status == 200
+        is_(newcomer.roundtrip("GET", "/x.txt").status, 200, "the newcomer is served on")
+        for c in hog + [newcomer, watch]:
+            c.close()
+
+
+def test_lone_client():
+    limit = 20
+    with Server(files=FILES, conf=dict(PATIENT, max_connections=limit)) as srv:
+        conns = [Conn(srv.port, source=HOG) for _ in range(limit)]
+        got = [c.roundtrip("GET", "/x.txt").status for c in conns]
+        is_(got, [200] * limit, "a lone client opening max_connections (%d) is served on each"
+            % limit)
+        got = [c.roundtrip("GET", "/x.txt").status for c in conns]
+        is_(got, [200] * limit, "and again on each, kept alive")
+        st = stats(conns[-1])
+        is_((st["active"], st["refused"], st["evicted_idle"], top(st, HOG)["connections"]),
+            (limit, 0, 0, limit), "/stats: all %d its own, none refused nor evicted" % limit)
+        for c in conns:
+            c.close()
+
+
+def test_out_of_fds():
+    if shutil.which("prlimit") is None:
+        skip_test("out of fds", "prlimit is not installed")
+        return
+    srv = Server(files=FILES, conf=dict(PATIENT, max_connections=1000),
+                 wrapper=["prlimit", "--nofile=40:40", "--"], name="40-fd server")
+    with srv:
+        is_(srv.get("/x.txt").status, 200, "x.txt is in the file cache (no fd to send it)")
+        hog = [Conn(srv.port, source=HOG) for _ in range(40)]
+        for c in hog:
+            c.request("GET", "/x.txt")
+        got = [c.read_response().status for c in hog]
+        is_(got, [200] * 40, "40 connections of one client on 40 fds are all served: its "
+            "answered ones, idle, close for its waiting ones")
+        lost = sum(closed_by_server(c, 0.1) for c in hog)
+        diag("the hog's connections closed to make room: %d of 40" % lost)
+        with Conn(srv.port, source=NEWCOMER) as c:
+            resp = c.roundtrip("GET", "/x.txt")
+            is_((resp.status, resp.body), (200, b"hello"), "a newcomer is served too")
+            st = stats(c)
+        fds = st["evicted_idle_by_reason"]["fds"]
+        ok(fds >= lost + 1 and st["evicted_idle_by_reason"]["max_connections"] == 0 and
+           st["refused"] == 0, "/stats counts the evictions for fds (%d)" % fds, repr(st))
+        row = top(st, HOG)
+        ok(row is not None and row["evicted"] == fds and row["idle"] > 0,
+           "all of them the hog's, which keeps idle ones", repr(row))
+        for c in hog:
+            c.close()
+
+
+def main():
+    test_lone_client()
+    test_hog_gives_way()
+    test_out_of_fds()
+
+
+run(main)

@@ -1,0 +1,248 @@
+/* A client is an address under a prefix (client_of: IPv4 /32 and IPv6 /64
+ * by default, ::ffff:a.b.c.d as IPv4), and at max_connections the client
+ * holding the most gives way (clients_make_room, clients_give_way): its
+ * longest idle connection closes for a newcomer that holds at least two
+ * fewer, a newcomer from the top is refused as top_client, and with no idle
+ * connection to give the refusal is full. */
+#include "../../server/http/clients.c"
+
+#include <stdlib.h>
+
+#include "tests/tap.h"
+
+/* TEXT (IPv4, or IPv6 when it has a colon) as a client under V4, V6 bits:
+ * its id, and its text in *SHOWN. */
+static uint64_t client(const char *text, unsigned v4, unsigned v6, char shown[64])
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    if (strchr(text, ':') != NULL) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(80);
+        if (inet_pton(AF_INET6, text, &a->sin6_addr) != 1)
+            abort();
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(80);
+        if (inet_pton(AF_INET, text, &a->sin_addr) != 1)
+            abort();
+    }
+    struct client_addr addr;
+    uint64_t id = client_of((const struct sockaddr *)&ss, v4, v6, &addr);
+    client_format(&addr, shown, 64);
+    return id;
+}
+
+static void test_prefix(void)
+{
+    static const struct {
+        const char *addr;
+        unsigned v4, v6;
+        const char *shown;
+    } cases[] = {
+        {"192.0.2.77", 32, 64, "192.0.2.77"},
+        {"192.0.2.77", 24, 64, "192.0.2.0/24"},
+        {"192.0.2.77", 31, 64, "192.0.2.76/31"},
+        {"192.0.2.77", 1, 64, "128.0.0.0/1"},
+        {"192.0.2.77", 0, 64, "0.0.0.0/0"},
+        {"192.0.2.77", 40, 64, "192.0.2.77"}, /* beyond 32: all of it */
+        {"2001:db8:1:2:3:4:5:6", 32, 64, "2001:db8:1:2::/64"},
+        {"2001:db8:1:2:3:4:5:6", 32, 128, "2001:db8:1:2:3:4:5:6"},
+        {"2001:db8:1:ffff:3:4:5:6", 32, 57, "2001:db8:1:ff80::/57"},
+        {"2001:db8:1:2:3:4:5:6", 32, 0, "::/0"},
+        {"::ffff:192.0.2.77", 32, 64, "192.0.2.77"},    /* mapped: IPv4's prefix */
+        {"::ffff:192.0.2.77", 24, 128, "192.0.2.0/24"}, /* whatever IPv6's is */
+        {"::192.0.2.77", 24, 128, "::192.0.2.77"},      /* v4-compatible is IPv6 */
+        {"::1", 32, 64, "::/64"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char shown[64], desc[128];
+        client(cases[i].addr, cases[i].v4, cases[i].v6, shown);
+        snprintf(desc, sizeof desc, "%s under %u,%u is %s", cases[i].addr, cases[i].v4, cases[i].v6,
+                 cases[i].shown);
+        is_str(shown, cases[i].shown, desc);
+    }
+
+    char a[64], b[64];
+    ok(client("2001:db8:1:2::1", 32, 64, a) == client("2001:db8:1:2:ffff::9", 32, 64, b),
+       "two hosts of one /64 are one client");
+    ok(client("2001:db8:1:2::1", 32, 64, a) != client("2001:db8:1:3::1", 32, 64, b),
+       "the next /64 is another");
+    ok(client("2001:db8:1:2::1", 32, 128, a) != client("2001:db8:1:2::2", 32, 128, b),
+       "under /128 each address is its own");
+    ok(client("::ffff:127.0.0.2", 32, 64, a) == client("127.0.0.2", 32, 64, b),
+       "::ffff:127.0.0.2 is the client 127.0.0.2");
+    ok(client("127.0.0.2", 32, 64, a) != client("127.0.0.3", 32, 64, b),
+       "127.0.0.2 and 127.0.0.3 are two clients");
+    ok(client("127.0.0.2", 24, 64, a) == client("127.0.0.3", 24, 64, b), "under /24 they are one");
+    ok(client("10.0.0.1", 8, 64, a) != client("10.0.0.1", 16, 64, b),
+       "the prefix length is part of the id");
+    ok(client("0.0.0.0", 0, 0, a) != client("::", 0, 0, b),
+       "under /0 all of IPv4 is one client, and all of IPv6 another");
+
+    struct sockaddr_storage unix_peer = {.ss_family = AF_UNIX};
+    struct client_addr none;
+    uint64_t id1 = client_of((const struct sockaddr *)&unix_peer, 32, 64, &none);
+    struct sockaddr_storage unspec = {.ss_family = AF_UNSPEC};
+    uint64_t id2 = client_of((const struct sockaddr *)&unspec, 32, 64, NULL);
+    client_format(&none, a, sizeof a);
+    ok(id1 == id2 && none.family == 0 && strcmp(a, "-") == 0,
+       "a peer that is not IP is one client, shown as -");
+}
+
+/* N ids of clients in N distinct buckets: 10.0.0.1 onwards. */
+static void distinct_clients(uint64_t *ids, unsigned n)
+{
+    unsigned found = 0;
+    for (unsigned host = 1; found < n; host++) {
+        char text[32], shown[64];
+        snprintf(text, sizeof text, "10.0.%u.%u", host / 256, host % 256);
+        uint64_t id = client(text, 32, 64, shown);
+        bool taken = false;
+        for (unsigned i = 0; i < found; i++)
+            taken |= bucket_of(ids[i]) == bucket_of(id);
+        if (!taken)
+            ids[found++] = id;
+    }
+}
+
+#define LINKS 64
+static struct client_link links[LINKS];
+static unsigned nlinks;
+
+/* Joins a connection of ID, idle or not; returns its link. */
+static struct client_link *join(struct clients *t, uint64_t id, bool idle)
+{
+    static const struct client_addr addr = {.family = AF_INET, .bits = 32};
+    struct client_link *l = &links[nlinks++];
+    clients_join(t, l, id, &addr);
+    clients_set_idle(t, l, idle);
+    return l;
+}
+
+static struct clients table; /* 4096 buckets: not on the stack */
+
+static void reset(void)
+{
+    memset(&table, 0, sizeof table);
+    nlinks = 0;
+}
+
+static void test_make_room(void)
+{
+    uint64_t id[4];
+    distinct_clients(id, 4);
+    enum clients_refusal why = CLIENTS_REFUSALS;
+
+    /* The hog A holds 5, three of them idle (the second oldest first). */
+    reset();
+    struct client_link *a[5];
+    for (int i = 0; i < 5; i++)
+        a[i] = join(&table, id[0], false);
+    clients_set_idle(&table, a[1], true);
+    clients_set_idle(&table, a[3], true);
+    clients_set_idle(&table, a[4], true);
+    is_int(clients_held(&table, id[0]), 5, "A holds 5");
+    ok(clients_make_room(&table, id[1], &why) == a[1],
+       "B, holding none, gets A's longest idle connection closed");
+    ok(!a[1]->idle && table.bucket[a[1]->bucket].idle == 2, "  it left A's idle list");
+    is_int(table.evicted[CLIENTS_FOR_LIMIT], 1, "  counted as evicted for the limit");
+    is_int(table.bucket[a[1]->bucket].evicted, 1, "  and as A's");
+    clients_leave(&table, a[1]);
+    join(&table, id[1], false);
+    ok(clients_make_room(&table, id[1], &why) == a[3],
+       "B again (1 against A's 4): the next oldest of A's");
+    clients_leave(&table, a[3]);
+    join(&table, id[1], false);
+    /* A 3, B 2: a swap would leave B ahead. */
+    ok(clients_make_room(&table, id[1], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "B with 2 against A's 3 is refused: top_client");
+    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "A's own newcomer is refused: top_client");
+    is_int(table.refused[CLIENTS_TOP_CLIENT], 2, "  both counted");
+    is_int(table.bucket[bucket_of(id[0])].refused, 1, "  one as A's");
+    ok(clients_make_room(&table, id[2], &why) == a[4], "C, holding none, gets A's last idle one");
+    clients_leave(&table, a[4]);
+    join(&table, id[2], false);
+    /* A 2 (busy), B 2, C 1: nobody idle. */
+    ok(clients_make_room(&table, id[3], &why) == NULL && why == CLIENTS_FULL,
+       "with no idle connection to give, D is refused: full");
+    is_int(table.refused[CLIENTS_FULL], 1, "  counted");
+
+    /* The top holds no idle connection: the next holder that has one gives. */
+    reset();
+    for (int i = 0; i < 6; i++)
+        join(&table, id[0], false);
+    struct client_link *b0 = join(&table, id[1], true);
+    join(&table, id[1], true);
+    join(&table, id[1], false);
+    ok(clients_make_room(&table, id[2], &why) == b0,
+       "A's 6 all busy: B, holding 3 with idle ones, gives for C");
+    ok(clients_make_room(&table, id[1], &why) == NULL && why == CLIENTS_FULL,
+       "B's own newcomer gets nothing of B's: full (A holds more)");
+    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "A's newcomer: top_client");
+
+    /* Everyone holds one: nobody gives, and a newcomer is not the top. */
+    reset();
+    for (int i = 0; i < 3; i++)
+        join(&table, id[i], true);
+    ok(clients_make_room(&table, id[3], &why) == NULL && why == CLIENTS_FULL,
+       "one idle connection each: D is refused, full");
+    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "and A's second: top_client");
+}
+
+static void test_give_way(void)
+{
+    uint64_t id[2];
+    distinct_clients(id, 2);
+    reset();
+    struct client_link *a0 = join(&table, id[0], true);
+    join(&table, id[1], true);
+    ok(clients_give_way(&table) == NULL, "out of fds, nobody holding two gives nothing");
+    struct client_link *a1 = join(&table, id[0], false);
+    ok(clients_give_way(&table) == a0, "A holding two gives its idle one");
+    is_int(table.evicted[CLIENTS_FOR_FDS], 1, "  counted as evicted for fds");
+    ok(clients_give_way(&table) == NULL, "and then nothing: its other one is busy");
+    clients_set_idle(&table, a1, true);
+    clients_leave(&table, a1);
+    is_int(table.bucket[a1->bucket].idle, 0, "an idle connection that goes leaves the list");
+    ok(table.bucket[a1->bucket].oldest == NULL && table.bucket[a1->bucket].newest == NULL,
+       "  which is empty");
+    clients_leave(&table, a0);
+    is_int(clients_held(&table, id[0]), 0, "A holds none");
+}
+
+static void test_top(void)
+{
+    uint64_t id[10];
+    distinct_clients(id, 10);
+    reset();
+    for (unsigned c = 0; c < 10; c++) {
+        for (unsigned i = 0; i < c + 1; i++)
+            join(&table, id[c], false);
+    }
+    uint32_t top[CLIENTS_TOP];
+    unsigned n = top_buckets(&table, top);
+    is_int(n, CLIENTS_TOP, "ten clients: the top eight are shown");
+    bool ordered = true;
+    for (unsigned i = 0; i < n; i++)
+        ordered &= top[i] == bucket_of(id[9 - i]);
+    ok(ordered, "  most first: 10, 9, ... 3 connections");
+    reset();
+    join(&table, id[3], false);
+    n = top_buckets(&table, top);
+    ok(n == 1 && top[0] == bucket_of(id[3]), "one client: one row");
+}
+
+int main(void)
+{
+    test_prefix();
+    test_make_room();
+    test_give_way();
+    test_top();
+    return tap_done();
+}
