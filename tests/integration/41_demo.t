@@ -158,7 +158,7 @@ def check_script(root):
 def check_probe_flood():
     srv = Server(files={"big.bin": os.urandom(MiB)}, name="flood target").start()
     out = subprocess.run([PROBE, "--port", str(srv.port), "--flood", "3", "--get", "/big.bin",
-                          "--duration", "0.6", "--every", "0.2"],
+                          "--duration", "2", "--every", "0.2"],
                          capture_output=True, text=True, timeout=10)
     is_(out.returncode, 0, "probe --flood: exit status 0")
     lines = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
