@@ -145,8 +145,7 @@ static int set_prefix(const struct config_key *k, struct config_prefix *p, const
     if (end != NULL && *end == ',' && isdigit((unsigned char)end[1]))
         v6 = strtoul(end + 1, &end, 10);
     if (end == NULL || *end != '\0' || v4 > 32 || v6 > 128) {
-        fail(err, "'%s' is not V4,V6 (prefix lengths: 0 to 32 for IPv4, 0 to 128 for IPv6)",
-             text);
+        fail(err, "'%s' is not V4,V6 (prefix lengths: 0 to 32 for IPv4, 0 to 128 for IPv6)", text);
         return -1;
     }
     *p = (struct config_prefix){.v4 = (unsigned)v4, .v6 = (unsigned)v6};
