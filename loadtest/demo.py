@@ -197,12 +197,6 @@ def ms(x):
     return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:,.0f}"
 
 
-def size_name(v):
-    if isinstance(v, int):
-        return f"{v // MiB}m" if v % MiB == 0 else f"{v // 1024}k" if v % 1024 == 0 else str(v)
-    return str(v)
-
-
 class Ticker:
     """One line a second from the probe's window and the server's /stats."""
 
@@ -221,7 +215,7 @@ class Ticker:
         stats = get_stats(self.port)
         setting = small = mb_s = sent = None
         if stats:
-            setting = f"{size_name(stats['partition'])} {stats['scheduler']['mode']}"
+            setting = f"{stats['settings']['partition']} {stats['scheduler']['mode']}"
             small = stats.get("latency", {}).get("small", {}).get("p99_us")
             small = small / 1000 if small is not None else None
             sent = stats.get("bytes_sent")

@@ -106,10 +106,7 @@ void snap_add_word(struct snapshot *s, const struct snap_def *def, uint64_t valu
 
 void snap_add_size(struct snapshot *s, const struct snap_def *def, size_t size)
 {
-    if (size == CONFIG_WHOLE || size == CONFIG_AUTO_SIZE)
-        snap_add_word(s, def, 0, size == CONFIG_WHOLE ? "whole" : "auto");
-    else
-        snap_add(s, def, size);
+    snap_add(s, def, size == CONFIG_WHOLE || size == CONFIG_AUTO_SIZE ? 0 : size);
 }
 
 void snap_add_text(struct snapshot *s, const struct snap_def *def, const char *name,

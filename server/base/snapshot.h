@@ -108,8 +108,8 @@ void snap_add_named(struct snapshot *s, const struct snap_def *def, const char *
 void snap_add_word(struct snapshot *s, const struct snap_def *def, uint64_t value,
                    const char *word);
 
-/* A size setting: its bytes, or 0 with the word "whole" or "auto" for
- * CONFIG_WHOLE and CONFIG_AUTO_SIZE (snap_add_word). */
+/* A size setting: its bytes, or 0 for CONFIG_WHOLE and CONFIG_AUTO_SIZE,
+ * so that a figure has one type (the word is in the live settings). */
 void snap_add_size(struct snapshot *s, const struct snap_def *def, size_t size);
 
 /* Adds TEXT (copied) of the info DEF, named NAME if def->name_label is set

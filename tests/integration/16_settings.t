@@ -32,7 +32,7 @@ def admin_off():
     with Server() as srv:
         is_(settings(srv)[0], 403, "admin off: GET /settings is 403")
         is_(settings(srv, "partition=4k")[0], 403, "admin off: POST /settings is 403")
-        is_(srv.stats()["partition"], "auto", "and nothing changed")
+        is_(srv.stats()["settings"]["partition"], "auto", "and nothing changed")
 
 
 def local_address():

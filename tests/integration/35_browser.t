@@ -511,7 +511,7 @@ def dashboard_admin_off(chromium):
         like(dom, r'id="admin-note"[^>]*>[^<]*<code>--admin on</code>',
              "the note says how to enable it")
         is_(attr(dom, "set-result", "data-state"), "error", "?set= without admin: an error")
-        is_(srv.stats()["partition"], "auto", "and the server's partition is unchanged")
+        is_(srv.stats()["settings"]["partition"], "auto", "and the server's partition is unchanged")
         srv.stop()
         is_(access_targets(srv), {DASHBOARD, "/stats", "/settings"},
             "the browser asked for the page, /stats and /settings, nothing else")
