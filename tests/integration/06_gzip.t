@@ -104,7 +104,7 @@ def test_status_held():
     with Server(name="server with the default 16m limit") as srv:
         # The issue's case: 16 MiB + 64 KiB of text deflate to about 16 KiB.
         chunks = [text] * (16 * 16 + 1)
-        data, end = exchange(srv.port, build_request("POST", "/gzip", chunks=chunks))
+        data, end = exchange(srv.port, build_request("POST", "/gzip", chunks=chunks), timeout=30)
         is_((data[:12], end), (b"HTTP/1.1 413", "closed"),
             "chunked text of 16 MiB + 64 KiB over the 16m limit: 413, then a close")
         is_(statuses(data), [413], "... and no other response")

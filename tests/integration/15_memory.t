@@ -9,8 +9,8 @@ import select
 import threading
 import time
 
-from harness import (KiB, MiB, Conn, Server, build_request, gunzip, in_parallel, is_, ok, poll,
-                     random_bytes, run, text_bytes)
+from harness import (IO_TIMEOUT, SLOW, KiB, MiB, Conn, Server, build_request, gunzip, in_parallel,
+                     is_, ok, poll, random_bytes, run, text_bytes)
 
 BIG = random_bytes(MiB, 15)
 SMALL = b"s" * KiB
@@ -97,7 +97,9 @@ def stalled_gzip(kind, chunk):
     slot, which keeps the response's head until it is full: nothing is sent
     yet, and no more is held."""
     n = 16
-    with Server(files={"small.txt": SMALL}) as srv:
+    # A busy machine may leave an upload unread for seconds: the body
+    # timeout must not be what ends it here.
+    with Server(files={"small.txt": SMALL}, args=["--body-timeout", "60s"]) as srv:
         base = srv.rss_kib()
         clients = [Conn(srv.port, rcvbuf=64 * KiB) for _ in range(n)]
 
@@ -109,7 +111,7 @@ def stalled_gzip(kind, chunk):
                 pass  # the server stopped taking the body: the client reads nothing
 
         for c in clients:
-            c.sock.settimeout(2)
+            c.sock.settimeout(2 * SLOW if kind != "text" else IO_TIMEOUT)
             threading.Thread(target=send, args=(c,), daemon=True).start()
         ok(poll(lambda: srv.stats()["jobs"]["gzip"]["completed"] >= n * 8),
            "the %d uploads of %s are being deflated" % (n, kind))

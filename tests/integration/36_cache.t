@@ -107,7 +107,7 @@ def rename_during_fill(attempt):
         reader = threading.Thread(target=download.read_to_end, daemon=True)
         reader.start()
         poll(lambda: srv.stats()["jobs"]["read"]["submitted"] >= 1)
-        first = Conn(srv.port)
+        first = Conn(srv.port, timeout=30)
         first.request("GET", "/r.txt")
         poll(lambda: srv.stats()["jobs"]["cache"]["submitted"] == 1)
         srv.write_file("r.txt.new", b"new body, renamed over\n")
@@ -118,7 +118,8 @@ def rename_during_fill(attempt):
         note("the request sent before the rename got %r" % resp.body)
         first.close()
         poll(lambda: srv.stats()["jobs"]["cache"]["completed"] == 1)
-        body = srv.get("/r.txt").body
+        with Conn(srv.port, timeout=30) as c:
+            body = c.roundtrip("GET", "/r.txt").body
         download.sock.shutdown(socket.SHUT_RDWR)  # the reader sees the end
         reader.join()
         download.close()

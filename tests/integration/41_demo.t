@@ -18,7 +18,7 @@ import tempfile
 import threading
 import time
 
-from harness import BIN, MiB, REPO, Server, is_, like, ok, poll, run, skip_test
+from harness import BIN, SLOW, MiB, REPO, Server, is_, like, ok, poll, run, skip_test
 
 DEMO = os.path.join(REPO, "loadtest", "demo.py")
 PROBE = os.path.join(REPO, "build", "probe")
@@ -159,7 +159,7 @@ def check_probe_flood():
     srv = Server(files={"big.bin": os.urandom(MiB)}, name="flood target").start()
     out = subprocess.run([PROBE, "--port", str(srv.port), "--flood", "3", "--get", "/big.bin",
                           "--duration", "2", "--every", "0.2"],
-                         capture_output=True, text=True, timeout=10)
+                         capture_output=True, text=True, timeout=10 * SLOW)
     is_(out.returncode, 0, "probe --flood: exit status 0")
     lines = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
     final = lines[-1] if lines else {}
@@ -171,7 +171,7 @@ def check_probe_flood():
     ok(len(every) >= 2 and sum(l["bytes"] for l in every) == final.get("bytes"),
        "probe --flood --every: progress lines that add up to the total", out.stdout)
     out = subprocess.run([PROBE, "--port", str(srv.port), "--flood", "1", "--get", "/nope",
-                          "--duration", "0.2"], capture_output=True, text=True, timeout=10)
+                          "--duration", "0.2"], capture_output=True, text=True, timeout=10 * SLOW)
     final = json.loads(out.stdout.splitlines()[-1])
     ok(final["requests"] == 0 and final["errors"] > 0, "probe --flood: a 404 is an error",
        out.stdout)
