@@ -12,6 +12,7 @@
 #include "server/base/util.h"
 #include "server/http/conn.h"
 #include "server/module.h"
+#include "server/server.h"
 #include "server/server_internal.h"
 
 #define BACKLOG 511

@@ -2,6 +2,7 @@
  * POST /settings both end in server_apply. */
 #include <string.h>
 
+#include "server/server.h"
 #include "server/server_internal.h"
 #include "server/module.h"
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/server.h"
 #include "server/server_internal.h"
 #include "server/module.h"
 

@@ -1,3 +1,4 @@
+#include "server/server.h"
 #include "server/server_internal.h"
 #include "server/module.h"
 

@@ -6,7 +6,9 @@
  * routes, response counters) and reload.c (live settings). The server__
  * prefix marks what nothing else calls. */
 
-#include "server/server.h"
+#include <uv.h>
+
+struct server;
 
 /* server.c: uv_close with the server's handle count, once. */
 void server__close_handle(struct server *srv, uv_handle_t *handle);

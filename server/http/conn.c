@@ -3,6 +3,7 @@
  * the one transition function, the parse loop, dispatch and refusals, the
  * writes, and the end of a response. request.c and response.c fill in what
  * a request says and what a head holds; only this file acts. */
+#include "server/http/conn.h"
 #include "server/http/conn_internal.h"
 
 #include <stdio.h>

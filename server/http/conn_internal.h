@@ -18,7 +18,8 @@
 #include "server/base/log.h"
 #include "server/base/util.h"
 #include "server/http/clients.h"
-#include "server/http/conn.h"
+#include "server/http/http.h"
+#include "server/pool/pump.h"
 #include "server/http/strict.h"
 
 /* Buffers. The limits on what a client may send (URL, header block, header

@@ -2,6 +2,7 @@
  * client sends, its route, and the handler's per-request state. The
  * callbacks record how far the request got (c->parsed) or why it is refused
  * (c->error); conn.c, which runs llhttp, acts on that. */
+#include "server/http/conn.h"
 #include "server/http/conn_internal.h"
 
 #include <string.h>

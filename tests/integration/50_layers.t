@@ -62,10 +62,10 @@ def main():
                                                                    room(inc)))
     is_(bad, [], "every #include keeps the one-way rules of the rooms (%d files)" % len(graph))
 
-    # Circles between units: a unit is a .c with its .h (and its _internal.h,
-    # the inside it shares with the files of its room); an edge is an include
-    # of another unit's header from either file of the unit.
-    unit = lambda p: re.sub(r"_internal$", "", p.rsplit(".", 1)[0])
+    # Circles between units: a unit is a .c with its .h (an _internal.h is a
+    # unit of its own); an edge is an include of another unit's header from
+    # either file of the unit.
+    unit = lambda p: p.rsplit(".", 1)[0]
     edges = {}
     for path, incs in graph.items():
         edges.setdefault(unit(path), set()).update(unit(i) for i in incs if unit(i) != unit(path))
