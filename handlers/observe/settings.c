@@ -222,7 +222,8 @@ static int apply_form(struct server *srv, char *form, char err[CONFIG_ERR_MAX])
     return 0;
 }
 
-void settings_changes_json(const struct server *srv, struct buf *o)
+/* Appends {"KEY":UPTIME_MS,...}: when each live setting last changed. */
+static void settings_changes_json(const struct server *srv, struct buf *o)
 {
     const char *sep = "";
     const struct config_key *k;

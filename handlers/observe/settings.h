@@ -20,7 +20,6 @@ struct settings_config {
     bool admin; /* /settings answers loopback clients */
 };
 
-struct buf;
 struct server;
 
 /* Whether REQ, from a loopback client, comes from the server's own page or
@@ -35,8 +34,5 @@ const char *settings_refusal(const struct request *req);
 
 /* Whether admin = on: /settings answers (loopback clients). */
 bool settings_admin(const struct server *srv);
-
-/* Appends {"KEY":UPTIME_MS,...}: when each live setting last changed. */
-void settings_changes_json(const struct server *srv, struct buf *o);
 
 #endif

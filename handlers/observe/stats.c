@@ -38,10 +38,7 @@ static void put_value(struct buf *o, const struct snap_entry *e)
         buf_printf(o, "%" PRIu64, e->hist->sum);
         break;
     default:
-        if (e->text[0] != '\0')
-            put_string(o, e->text);
-        else
-            buf_printf(o, "%" PRIu64, e->value);
+        buf_printf(o, "%" PRIu64, e->value);
     }
 }
 

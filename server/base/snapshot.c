@@ -94,16 +94,6 @@ void snap_add_named(struct snapshot *s, const struct snap_def *def, const char *
         e->value = value;
 }
 
-void snap_add_word(struct snapshot *s, const struct snap_def *def, uint64_t value, const char *word)
-{
-    struct snap_entry *e = figure(s, def, def->key);
-    if (e == NULL)
-        return;
-    e->value = value;
-    if (word != NULL)
-        copy_text(s, e, word);
-}
-
 void snap_add_size(struct snapshot *s, const struct snap_def *def, size_t size)
 {
     snap_add(s, def, size == CONFIG_WHOLE || size == CONFIG_AUTO_SIZE ? 0 : size);

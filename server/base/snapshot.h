@@ -103,11 +103,6 @@ void snap_add(struct snapshot *s, const struct snap_def *def, uint64_t value);
 void snap_add_named(struct snapshot *s, const struct snap_def *def, const char *name,
                     uint64_t value);
 
-/* A gauge that /stats shows as the string WORD instead when WORD is not
- * NULL: a size setting of "whole" or "auto" (then VALUE is 0). */
-void snap_add_word(struct snapshot *s, const struct snap_def *def, uint64_t value,
-                   const char *word);
-
 /* A size setting: its bytes, or 0 for CONFIG_WHOLE and CONFIG_AUTO_SIZE,
  * so that a figure has one type (the word is in the live settings). */
 void snap_add_size(struct snapshot *s, const struct snap_def *def, size_t size);

@@ -2,6 +2,7 @@
  * name and value, and what cannot be rendered truthfully fails the whole. */
 #include <string.h>
 
+#include "server/base/config.h"
 #include "server/base/snapshot.h"
 #include "tests/tap.h"
 
@@ -19,7 +20,7 @@ static void test_tree(void)
     snap_add_named(&s, &code_def, "2xx", 3);
     snap_close(&s);
     snap_close(&s);
-    snap_add_word(&s, &count_def, 0, "whole");
+    snap_add_size(&s, &count_def, CONFIG_WHOLE);
     snap_add_text(&s, &info_def, NULL, "fair");
     ok(snap_complete(&s), "balanced objects: complete");
     is_int(s.len, 8, "8 entries: 4 figures, 2 objects opened and closed");
@@ -32,7 +33,8 @@ static void test_tree(void)
     is_str(s.entry[3].name, "2xx", "named by the name it was added with");
     ok(s.entry[4].type == SNAP_CLOSE && s.entry[5].type == SNAP_CLOSE, "two closes");
     is_int(s.entry[6].parent, SNAP_TOP, "after them, the top again");
-    is_str(s.entry[6].text, "whole", "a word instead of a value");
+    ok(s.entry[6].value == 0 && s.entry[6].text[0] == '\0',
+       "a size of whole: 0 bytes, no word (one type per figure)");
     is_str(s.entry[7].text, "fair", "an info figure's text, copied");
     snap_free(&s);
     is_int(s.len, 0, "freed: empty");
