@@ -17,9 +17,19 @@
  * With --every S, also a JSON line every S seconds, as it goes, of the
  * requests that ended in that window (by the time they ended).
  *
- * --flood N is the other mode: N connections each GET the path again as soon
- * as the last response has ended, as fast as the server lets them, counting
- * body bytes (a wrk -cN for machines without wrk; make demo uses it there).
+ * --flood N is the other mode: N connections each GET the path (or POST /gzip)
+ * again as soon as the last response has ended, as fast as the server lets
+ * them, counting body bytes (a wrk -cN for machines without wrk; make demo
+ * uses it there).
+ *
+ * --hog N holds N keep-alive connections and sends one GET on each every
+ * --hog-interval seconds, opening again any the server closes: a client that
+ * takes connections rather than bandwidth.
+ *
+ * For the attacks between clients: --from binds every connection to a
+ * source address in 127/8, so that the server sees distinct clients;
+ * --files K replaces the path's '*' with 0 .. K-1 in turn (a flood over K
+ * distinct files); --close asks for a new connection per request.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,9 +45,9 @@
 
 #define NS_PER_MS  1000000ull
 #define NS_PER_SEC 1000000000ull
-#define MAX_CONNS  1024
+#define MAX_CONNS  16384
 
-enum mode { MODE_GET, MODE_GZIP, MODE_FLOOD };
+enum mode { MODE_GET, MODE_GZIP, MODE_FLOOD, MODE_HOG };
 
 struct options {
     enum mode mode;
@@ -50,8 +60,14 @@ struct options {
     int max_conns;   /* upper bound when all are busy */
     size_t body_size;
     const char *csv;
-    double every; /* seconds between progress lines; 0: none */
-    int flood;    /* MODE_FLOOD: connections */
+    double every;        /* seconds between progress lines; 0: none */
+    int flood;           /* MODE_FLOOD: connections */
+    int hog;             /* MODE_HOG: connections held */
+    double hog_interval; /* MODE_HOG: seconds between one connection's requests */
+    bool post;           /* POST /gzip (--gzip), in any mode */
+    bool close;          /* Connection: close on every request */
+    long files;          /* > 0: the path's '*' is 0 .. files-1 in turn */
+    const char *from;    /* source address, or NULL for the kernel's choice */
 };
 
 enum outcome { OUTCOME_PENDING, OUTCOME_OK, OUTCOME_ERROR, OUTCOME_TIMEOUT };
@@ -75,10 +91,13 @@ struct conn {
     bool connected;
     bool closing;
     bool idle;
-    long req;         /* request in flight, -1 when none */
-    int status;       /* its response's status, 0 until the head is in */
-    bool complete;    /* its response has ended */
-    bool close_after; /* the server closes after it: no reuse */
+    long req;           /* request in flight, -1 when none */
+    int status;         /* its response's status, 0 until the head is in */
+    bool complete;      /* its response has ended */
+    bool close_after;   /* the server closes after it: no reuse */
+    uint64_t next_ns;   /* MODE_HOG: when its next request is due */
+    uv_buf_t out;       /* what conn_write sends: the probe's request, or out_buf */
+    char out_buf[1024]; /* --files: this request's own head */
 };
 
 struct probe {
@@ -96,13 +115,16 @@ struct probe {
     long *backlog;            /* due requests waiting for a connection, FIFO */
     long backlog_head, backlog_tail;
     struct sample *samples;
-    struct conn *slots[MAX_CONNS];
+    struct conn **slots; /* opt.max_conns of them */
     struct conn *idle;
     int live; /* connections not closing */
     long opened;
     bool stopping;
-    uint64_t bytes; /* response body bytes, all run */
-    long flood_ok, flood_errors;
+    uint64_t bytes;                       /* response body bytes, all run */
+    long flood_ok, flood_errors, refused; /* refused: 503 answers */
+    long server_closed;                   /* connections the server ended */
+    long file_next;                       /* --files: the next number */
+    struct sockaddr_in from;
     /* --every: what ended since the last progress line */
     uv_timer_t every;
     uint64_t win_start_ns, win_bytes;
@@ -121,7 +143,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: probe --port N [--get PATH | --gzip] [options]\n"
-            "       probe --port N --flood CONNS --get PATH [--duration S] [--every S]\n"
+            "       probe --port N --flood CONNS [--get PATH | --gzip] [--duration S] [--every S]\n"
+            "       probe --port N --hog CONNS --get PATH [--hog-interval S] [--duration S]\n"
             "  --rate R         requests per second (default 200)\n"
             "  --duration S     seconds of sending (default 10)\n"
             "  --timeout S      give up on a request S seconds after its schedule (default 10)\n"
@@ -130,7 +153,12 @@ static void usage(FILE *out)
             "  --body-size B    POST /gzip body bytes (default 1024)\n"
             "  --csv FILE       one row per request: sched_s,latency_ms,outcome,status\n"
             "  --every S        a JSON line every S seconds: what ended in that window\n"
-            "  --flood CONNS    no schedule: CONNS connections GET PATH back to back\n");
+            "  --flood CONNS    no schedule: CONNS connections GET PATH back to back\n"
+            "  --hog CONNS      hold CONNS connections, one GET on each every --hog-interval\n"
+            "  --hog-interval S seconds between a held connection's requests (default 3)\n"
+            "  --from ADDR      bind connections to this source address (127.x.y.z)\n"
+            "  --files K        the path's '*' becomes 0 .. K-1 in turn: K distinct files\n"
+            "  --close          Connection: close on each request (a new connection each)\n");
 }
 
 static uint64_t sched_ns(const struct probe *p, long req)
@@ -160,7 +188,8 @@ static void window_add(struct probe *p, enum outcome outcome, uint64_t latency_n
 
 static void record(struct probe *p, long req, enum outcome outcome, int status)
 {
-    if (p->opt.mode == MODE_FLOOD) {
+    p->refused += status == 503;
+    if (p->opt.mode == MODE_FLOOD || p->opt.mode == MODE_HOG) {
         p->flood_ok += outcome == OUTCOME_OK;
         p->flood_errors += outcome != OUTCOME_OK;
         window_add(p, outcome, 0);
@@ -238,9 +267,11 @@ static void conn_finish(struct conn *c)
     record(p, c->req, ok ? OUTCOME_OK : OUTCOME_ERROR, c->status);
     c->req = -1;
     if (c->close_after) {
-        conn_close(c); /* a flood's next tick opens another */
+        conn_close(c); /* a flood's or hog's next tick opens another */
     } else if (p->opt.mode == MODE_FLOOD) {
         conn_send(c, 0);
+    } else if (p->opt.mode == MODE_HOG) {
+        /* held idle until its next_ns */
     } else {
         idle_push(p, c);
     }
@@ -318,6 +349,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
         }
     }
     if (nread < 0) {
+        c->probe->server_closed++;
         conn_fail(c);
         pump(c->probe);
         return;
@@ -326,7 +358,9 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
         return;
     }
     if (c->req < 0) {
-        conn_close(c); /* bytes nobody asked for */
+        /* bytes nobody asked for: a 503 written at accept is a refusal */
+        c->probe->refused += strncmp(buf->base, "HTTP/1.1 503", 12) == 0 && nread >= 12;
+        conn_close(c);
         return;
     }
     int r = feed(c, buf->base, (size_t)nread);
@@ -352,9 +386,11 @@ static void conn_write(struct conn *c)
     struct probe *p = c->probe;
     uint64_t now = uv_hrtime();
     uint64_t due = sched_ns(p, c->req);
-    p->samples[c->req].lag_ns = now > due ? now - due : 0;
+    if (p->opt.mode != MODE_FLOOD && p->opt.mode != MODE_HOG) {
+        p->samples[c->req].lag_ns = now > due ? now - due : 0;
+    }
     c->write_req.data = c;
-    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &p->request, 1, conn_on_write) < 0) {
+    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &c->out, 1, conn_on_write) < 0) {
         conn_fail(c);
     }
 }
@@ -413,6 +449,10 @@ static struct conn *conn_open(struct probe *p)
     uv_tcp_nodelay(&c->tcp, 1);
     struct sockaddr_in addr;
     uv_ip4_addr("127.0.0.1", p->opt.port, &addr);
+    if (p->opt.from != NULL && uv_tcp_bind(&c->tcp, (const struct sockaddr *)&p->from, 0) < 0) {
+        conn_close(c);
+        return NULL;
+    }
     if (uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&addr, conn_on_connect) <
         0) {
         conn_close(c);
@@ -421,8 +461,30 @@ static struct conn *conn_open(struct probe *p)
     return c;
 }
 
+/* --files: the request's head with the path's '*' replaced by the next number. */
+static void conn_build(struct conn *c)
+{
+    struct probe *p = c->probe;
+    const char *req = p->request.base;
+    const char *star = memchr(req, '*', p->request.len);
+    size_t before = (size_t)(star - req);
+    size_t after = p->request.len - before - 1;
+    int n = snprintf(c->out_buf, sizeof c->out_buf, "%.*s%ld", (int)before, req, p->file_next);
+    p->file_next = (p->file_next + 1) % p->opt.files;
+    if (n < 0 || (size_t)n + after > sizeof c->out_buf) {
+        c->out = p->request; /* cannot happen: parse_args bounds the path */
+        return;
+    }
+    memcpy(c->out_buf + n, star + 1, after);
+    c->out = uv_buf_init(c->out_buf, (unsigned)((size_t)n + after));
+}
+
 static void conn_send(struct conn *c, long req)
 {
+    c->out = c->probe->request;
+    if (c->probe->opt.files > 0) {
+        conn_build(c);
+    }
     c->req = req;
     c->status = 0;
     c->complete = false;
@@ -533,11 +595,48 @@ static void flood_tick(struct probe *p)
     }
 }
 
+/*
+ * A hog's tick: stops when its time is up, opens again what the server
+ * closed (at most 256 a tick, so a refusing server is not hammered), and
+ * sends on each idle connection whose time has come.
+ */
+static void hog_tick(struct probe *p)
+{
+    if (p->stopping) {
+        return;
+    }
+    uint64_t now = uv_hrtime();
+    if (now >= p->end_ns) {
+        stop(p);
+        return;
+    }
+    uint64_t interval = (uint64_t)(p->opt.hog_interval * NS_PER_SEC);
+    int opened = 0;
+    for (int i = 0; i < p->opt.hog; i++) {
+        struct conn *c = p->slots[i];
+        if (c == NULL && opened < 256) {
+            c = conn_open(p);
+            opened++;
+            if (c != NULL) {
+                /* spread over the interval, so that the sends do not come in one burst */
+                c->next_ns = now + interval * (uint64_t)i / (uint64_t)p->opt.hog;
+            }
+            continue;
+        }
+        if (c != NULL && c->connected && !c->closing && c->req < 0 && now >= c->next_ns) {
+            c->next_ns = now + interval;
+            conn_send(c, 0);
+        }
+    }
+}
+
 static void probe_on_timer(uv_timer_t *timer)
 {
     struct probe *p = timer->data;
     if (p->opt.mode == MODE_FLOOD) {
         flood_tick(p);
+    } else if (p->opt.mode == MODE_HOG) {
+        hog_tick(p);
     } else {
         advance(p);
     }
@@ -645,12 +744,15 @@ static int write_csv(const struct probe *p)
  */
 static int report(const struct probe *p)
 {
-    if (p->opt.mode == MODE_FLOOD) {
+    if (p->opt.mode == MODE_FLOOD || p->opt.mode == MODE_HOG) {
+        bool hog = p->opt.mode == MODE_HOG;
         double secs = (double)(p->stop_ns - p->start_ns) / NS_PER_SEC;
-        printf("{\"mode\":\"flood\",\"path\":\"%s\",\"conns\":%d,\"duration\":%.3f,"
-               "\"requests\":%ld,\"errors\":%ld,\"conns_opened\":%ld,\"bytes\":%" PRIu64
-               ",\"mb_s\":%.1f}\n",
-               p->opt.path, p->opt.flood, secs, p->flood_ok, p->flood_errors, p->opened, p->bytes,
+        printf("{\"mode\":\"%s\",\"path\":\"%s\",\"conns\":%d,\"duration\":%.3f,"
+               "\"requests\":%ld,\"errors\":%ld,\"refused\":%ld,\"conns_opened\":%ld,"
+               "\"server_closed\":%ld,\"req_s\":%.1f,\"bytes\":%" PRIu64 ",\"mb_s\":%.1f}\n",
+               hog ? "hog" : "flood", p->opt.path, hog ? p->opt.hog : p->opt.flood, secs,
+               p->flood_ok, p->flood_errors, p->refused, p->opened, p->server_closed,
+               secs > 0 ? (double)p->flood_ok / secs : 0.0, p->bytes,
                secs > 0 ? (double)p->bytes / secs / 1e6 : 0.0);
         return 0;
     }
@@ -675,12 +777,13 @@ static int report(const struct probe *p)
     }
     qsort(lat, (size_t)n, sizeof *lat, cmp_u64);
     printf("{\"mode\":\"%s\",\"path\":\"%s\",\"rate\":%g,\"duration\":%g,"
-           "\"scheduled\":%ld,\"ok\":%ld,\"errors\":%ld,\"timeouts\":%ld,\"conns_opened\":%ld,"
+           "\"scheduled\":%ld,\"ok\":%ld,\"errors\":%ld,\"timeouts\":%ld,\"refused\":%ld,"
+           "\"conns_opened\":%ld,"
            "\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"p999_ms\":%.3f,"
            "\"max_ms\":%.3f,\"send_lag_mean_ms\":%.3f,\"send_lag_max_ms\":%.3f,"
            "\"start_s\":%.6f}\n",
            p->opt.mode == MODE_GZIP ? "gzip" : "get", p->opt.path, p->opt.rate, p->opt.duration,
-           p->total, ok, errors, timeouts, p->opened, n > 0 ? sum / (double)n : 0.0,
+           p->total, ok, errors, timeouts, p->refused, p->opened, n > 0 ? sum / (double)n : 0.0,
            pct_ms(lat, n, 50), pct_ms(lat, n, 90), pct_ms(lat, n, 99), pct_ms(lat, n, 99.9),
            n > 0 ? (double)lat[n - 1] / NS_PER_MS : 0.0, n > 0 ? lag_sum / (double)n : 0.0, lag_max,
            (double)p->start_ns / NS_PER_SEC);
@@ -728,15 +831,16 @@ static int build_request(struct probe *p)
         return -1;
     }
     int len;
-    if (o->mode != MODE_GZIP) {
+    const char *conn = o->close ? "Connection: close\r\n" : "";
+    if (!o->post) {
         len = snprintf(req, cap,
-                       "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: unclog-probe\r\n\r\n",
-                       o->path);
+                       "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: unclog-probe\r\n%s\r\n",
+                       o->path, conn);
     } else {
         len = snprintf(req, cap,
-                       "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: unclog-probe\r\n"
+                       "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: unclog-probe\r\n%s"
                        "Content-Type: text/plain\r\nContent-Length: %zu\r\n\r\n",
-                       o->path, o->body_size);
+                       o->path, conn, o->body_size);
         char *body = make_body(o->body_size);
         if (body == NULL) {
             free(req);
@@ -771,7 +875,8 @@ static int parse_args(int argc, char **argv, struct options *o)
                           .timeout = 10,
                           .conns = 4,
                           .max_conns = 64,
-                          .body_size = 1024};
+                          .body_size = 1024,
+                          .hog_interval = 3};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -784,6 +889,10 @@ static int parse_args(int argc, char **argv, struct options *o)
         } else if (strcmp(a, "--gzip") == 0) {
             o->mode = MODE_GZIP;
             o->path = "/gzip";
+            o->post = true;
+            takes_value = false;
+        } else if (strcmp(a, "--close") == 0) {
+            o->close = true;
             takes_value = false;
         } else if (v == NULL) {
             ok = false;
@@ -811,6 +920,15 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->every = x;
         } else if (strcmp(a, "--flood") == 0 && (ok = parse_number(v, 1, MAX_CONNS, &x))) {
             o->flood = (int)x;
+        } else if (strcmp(a, "--hog") == 0 && (ok = parse_number(v, 1, MAX_CONNS, &x))) {
+            o->hog = (int)x;
+        } else if (strcmp(a, "--hog-interval") == 0 && (ok = parse_number(v, 0.01, 3600, &x))) {
+            o->hog_interval = x;
+        } else if (strcmp(a, "--files") == 0 && (ok = parse_number(v, 1, 1e9, &x))) {
+            o->files = (long)x;
+        } else if (strcmp(a, "--from") == 0) {
+            o->from = v;
+            ok = strncmp(v, "127.", 4) == 0;
         } else {
             ok = false;
         }
@@ -825,14 +943,26 @@ static int parse_args(int argc, char **argv, struct options *o)
         fprintf(stderr, "probe: --port is required\n");
         return -1;
     }
-    if (o->flood > 0) {
-        if (o->mode != MODE_GET || strcmp(o->path, "/") == 0) {
-            fprintf(stderr, "probe: --flood needs --get PATH\n");
+    if (o->files > 0 && (strchr(o->path, '*') == NULL || strlen(o->path) > 512)) {
+        fprintf(stderr, "probe: --files needs a path with one '*' (at most 512 bytes)\n");
+        return -1;
+    }
+    if (o->flood > 0 && o->hog > 0) {
+        fprintf(stderr, "probe: --flood or --hog, not both\n");
+        return -1;
+    }
+    if (o->flood > 0 || o->hog > 0) {
+        if (o->mode == MODE_GET && strcmp(o->path, "/") == 0) {
+            fprintf(stderr, "probe: --flood and --hog need --get PATH (or --gzip for a flood)\n");
             return -1;
         }
-        o->mode = MODE_FLOOD;
-        o->max_conns = o->flood; /* the slots its connections take */
-        o->conns = 0;            /* opened by its first tick */
+        if (o->hog > 0 && o->post) {
+            fprintf(stderr, "probe: --hog sends GETs\n");
+            return -1;
+        }
+        o->mode = o->hog > 0 ? MODE_HOG : MODE_FLOOD;
+        o->max_conns = o->hog > 0 ? o->hog : o->flood; /* the slots its connections take */
+        o->conns = 0;                                  /* opened by its first tick */
     }
     if (o->conns > o->max_conns) {
         o->conns = o->max_conns;
@@ -851,13 +981,19 @@ int main(int argc, char **argv)
     /* A server closing mid-write must surface as EPIPE, not kill the probe. */
     signal(SIGPIPE, SIG_IGN);
     p->loop = uv_default_loop();
-    p->total = p->opt.mode == MODE_FLOOD ? 1 : (long)(p->opt.rate * p->opt.duration);
+    if (p->opt.from != NULL && uv_ip4_addr(p->opt.from, 0, &p->from) < 0) {
+        fprintf(stderr, "probe: --from %s: not an IPv4 address\n", p->opt.from);
+        return 2;
+    }
+    bool flood = p->opt.mode == MODE_FLOOD || p->opt.mode == MODE_HOG;
+    p->total = flood ? 1 : (long)(p->opt.rate * p->opt.duration);
     p->total = p->total < 1 ? 1 : p->total;
     p->interval_ns = (uint64_t)((double)NS_PER_SEC / p->opt.rate);
     p->timeout_ns = (uint64_t)(p->opt.timeout * NS_PER_SEC);
     p->samples = calloc((size_t)p->total, sizeof *p->samples);
     p->backlog = calloc((size_t)p->total, sizeof *p->backlog);
-    if (p->samples == NULL || p->backlog == NULL || build_request(p) < 0) {
+    p->slots = calloc((size_t)p->opt.max_conns, sizeof *p->slots);
+    if (p->samples == NULL || p->backlog == NULL || p->slots == NULL || build_request(p) < 0) {
         fprintf(stderr, "probe: out of memory\n");
         return 1;
     }
@@ -868,7 +1004,6 @@ int main(int argc, char **argv)
         }
     }
     /* Give the first connections a moment to be established before the clock starts. */
-    bool flood = p->opt.mode == MODE_FLOOD;
     p->start_ns = uv_hrtime() + (flood ? 0 : 50 * NS_PER_MS);
     p->end_ns = p->start_ns + (uint64_t)(p->opt.duration * NS_PER_SEC);
     if (uv_timer_init(p->loop, &p->timer) < 0 || uv_timer_init(p->loop, &p->every) < 0 ||
@@ -885,8 +1020,10 @@ int main(int argc, char **argv)
         p->win_start_ns = uv_hrtime();
         uv_timer_start(&p->every, probe_on_every, ms, ms);
     }
-    if (flood) {
+    if (p->opt.mode == MODE_FLOOD) {
         flood_tick(p);
+    } else if (p->opt.mode == MODE_HOG) {
+        hog_tick(p);
     } else if (uv_thread_create(&p->clock, clock_run, p) < 0) {
         fprintf(stderr, "probe: cannot start the clock thread\n");
         return 1;
@@ -898,6 +1035,7 @@ int main(int argc, char **argv)
     int rc = report(p);
     free(p->samples);
     free(p->backlog);
+    free(p->slots);
     free(p->win);
     free(p->request.base);
     if (uv_loop_close(p->loop) != 0) {
