@@ -122,6 +122,7 @@ void gateway_init(struct gateway *gw, uv_loop_t *loop, enum sched_mode mode, uns
     gw->cpus = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 0;
     gw->bulk_cpu_permille = 1000; /* until measured: CPU-bound */
     sched_init(&gw->sched, mode, threads, gw->cpus);
+    sched_set_cpu_max(&gw->sched, gw->cpus);
     uv_timer_init(loop, &gw->cancel_timer); /* cannot fail */
     uv_unref((uv_handle_t *)&gw->cancel_timer);
 }
@@ -163,6 +164,7 @@ int gateway_submit(struct gateway *gw, struct gateway_job *job, enum gateway_cla
     job->item.cost = cost.bytes;
     job->item.remaining = cost.remaining;
     job->item.flow_id = cost.flow;
+    job->item.cpu = cls == GATEWAY_GZIP;
     job->in_libuv = false;
     job->submitted_ns = uv_hrtime();
     job->started_ns = job->finished_ns = job->submitted_ns;
@@ -217,12 +219,27 @@ static const struct snap_def sched_bulk_cpu = {
     .unit = SNAP_PERMILLE,
     .help = "CPU time per wall time of recent bulk jobs, smoothed: below 0.5 they wait on the "
             "disk, and bulk may hold every thread but the reserve."};
+static const struct snap_def sched_cpu_max = {
+    .key = "cpu_max",
+    .metric = "unclog_scheduler_cpu_jobs_max",
+    .help = "The most threads CPU-bound short jobs (deflates) may hold under the fair scheduler: "
+            "the CPUs the server may run on, fewer than the threads."};
 static const struct snap_def sched_running = {.key = "running",
                                               .metric = "unclog_scheduler_jobs_running",
                                               .help = "Threadpool jobs running now."};
 static const struct snap_def sched_running_bulk = {.key = "running_bulk",
                                                    .metric = "unclog_scheduler_bulk_jobs_running",
                                                    .help = "Bulk threadpool jobs running now."};
+static const struct snap_def sched_running_cpu = {
+    .key = "running_cpu",
+    .metric = "unclog_scheduler_cpu_jobs_running",
+    .help = "CPU-bound short threadpool jobs (deflates) running now."};
+static const struct snap_def sched_cpu_passed = {
+    .key = "cpu_passed",
+    .metric = "unclog_scheduler_cpu_passed_total",
+    .kind = SNAP_COUNTER,
+    .help = "Short jobs started while the CPU bound held a deflate back: other clients' reads "
+            "that did not wait for deflates."};
 static const char waiting_help[] = "Threadpool jobs waiting for a thread now: short (their "
                                    "response has at most unclog_scheduler_short_max_bytes left) "
                                    "or bulk.";
@@ -267,6 +284,9 @@ static void sched_stats(const struct gateway *gw, struct snapshot *s)
     snap_add(s, &sched_bulk_cpu, gw->bulk_cpu_permille);
     snap_add(s, &sched_running, sc->running);
     snap_add(s, &sched_running_bulk, sc->running_bulk);
+    snap_add(s, &sched_cpu_max, sc->cpu_max);
+    snap_add(s, &sched_running_cpu, sc->running_cpu);
+    snap_add(s, &sched_cpu_passed, sc->counters.cpu_passed);
     snap_add(s, &sched_waiting_short, sc->waiting_short);
     snap_add(s, &sched_waiting_bulk, sc->waiting_bulk);
     snap_add(s, &sched_short_started, sc->counters.short_started);

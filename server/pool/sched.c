@@ -8,12 +8,24 @@ void sched_init(struct sched *s, enum sched_mode mode, unsigned threads, unsigne
     s->mode = mode;
     s->threads = threads > 0 ? threads : 1;
     sched_set_bulk_max(s, bulk_max);
+    sched_set_cpu_max(s, 0);
+}
+
+/* A share of the threads: N, or at most all but one of them (0: that most). */
+static unsigned share(const struct sched *s, unsigned n)
+{
+    unsigned most = s->threads > 1 ? s->threads - 1 : 1;
+    return n == 0 || n > most ? most : n;
 }
 
 void sched_set_bulk_max(struct sched *s, unsigned bulk_max)
 {
-    unsigned most = s->threads > 1 ? s->threads - 1 : 1;
-    s->bulk_max = bulk_max == 0 || bulk_max > most ? most : bulk_max;
+    s->bulk_max = share(s, bulk_max);
+}
+
+void sched_set_cpu_max(struct sched *s, unsigned cpu_max)
+{
+    s->cpu_max = share(s, cpu_max);
 }
 
 /* ---- queues ------------------------------------------------------------------ */
@@ -110,29 +122,67 @@ static struct sched_flow *fair_turn(const struct sched_fair *fq)
     return best;
 }
 
-/* A client's next short job: the fewest remaining bytes (the first of
- * equals), unless its oldest has seen SCHED_SHORT_AGE of the bucket's jobs
- * start since it arrived. */
-static struct sched_item *short_pick(struct sched *s, const struct sched_flow *f)
+/* Whether ITEM, a short job, may start now: not when it is CPU-bound and
+ * cpu_max of those run. */
+static bool cpu_allows(const struct sched *s, const struct sched_item *item)
 {
-    struct sched_item *oldest = f->queue.head, *best = oldest;
-    for (struct sched_item *it = oldest->next; it != NULL; it = it->next) {
-        if (it->remaining < best->remaining)
-            best = it;
-    }
-    if (best != oldest && f->started - oldest->age >= SCHED_SHORT_AGE) {
-        s->counters.short_aged++;
-        return oldest;
-    }
-    return best;
+    return !item->cpu || s->running_cpu < s->cpu_max;
 }
 
-/* The next job of class FQ (still queued): from the bucket whose turn it
- * is, whose tag moves on by the job's cost. */
-static struct sched_item *fair_next(struct sched *s, struct sched_fair *fq)
+/* What a bucket's next short job would be. */
+struct short_pick {
+    struct sched_item *item; /* NULL: none of its jobs may start now */
+    bool aged;               /* the aging bound chose it */
+};
+
+/* A client's next short job among those that may start: the fewest
+ * remaining bytes (the first of equals), unless its oldest has seen
+ * SCHED_SHORT_AGE of the bucket's jobs start since it arrived. */
+static struct short_pick short_pick(const struct sched *s, const struct sched_flow *f)
 {
-    struct sched_flow *f = fair_turn(fq);
-    struct sched_item *item = fq == &s->shorts ? short_pick(s, f) : f->queue.head;
+    struct short_pick pick = {0};
+    struct sched_item *oldest = NULL;
+    for (struct sched_item *it = f->queue.head; it != NULL; it = it->next) {
+        if (!cpu_allows(s, it))
+            continue;
+        if (oldest == NULL)
+            oldest = pick.item = it;
+        else if (it->remaining < pick.item->remaining)
+            pick.item = it;
+    }
+    if (pick.item != oldest && f->started - oldest->age >= SCHED_SHORT_AGE) {
+        pick.item = oldest;
+        pick.aged = true;
+    }
+    return pick;
+}
+
+/* The next short job that may start, in *F's bucket: the bucket whose turn
+ * it is; while the CPU bound holds, the first in turn (smallest tag, then
+ * longest waiting) that has a job it allows. */
+static struct short_pick short_next(const struct sched *s, struct sched_flow **fp)
+{
+    struct sched_flow *turn = fair_turn(&s->shorts);
+    struct short_pick pick = short_pick(s, turn), p;
+    *fp = turn;
+    if (pick.item != NULL || s->running_cpu < s->cpu_max)
+        return pick;
+    struct sched_flow *f = s->shorts.active;
+    do {
+        p = short_pick(s, f);
+        if (p.item != NULL && (pick.item == NULL || f->tag < (*fp)->tag)) {
+            pick = p;
+            *fp = f;
+        }
+        f = f->next;
+    } while (f != s->shorts.active);
+    return pick;
+}
+
+/* Takes ITEM, of bucket F in class FQ: the bucket's tag moves on by its cost. */
+static struct sched_item *fair_take(struct sched_fair *fq, struct sched_flow *f,
+                                    struct sched_item *item)
+{
     fq->vtime = f->tag;
     f->tag += item->cost > SCHED_MIN_CHARGE ? item->cost : SCHED_MIN_CHARGE;
     return item;
@@ -152,6 +202,7 @@ static void enqueue(struct sched *s, struct sched_item *item)
         s->waiting_bulk++;
     else
         s->waiting_short++;
+    s->waiting_cpu += item->cpu && !item->bulk;
     item->queued = true;
 }
 
@@ -176,6 +227,7 @@ void sched_remove(struct sched *s, struct sched_item *item)
         s->waiting_bulk--;
     else
         s->waiting_short--;
+    s->waiting_cpu -= item->cpu && !item->bulk;
     item->queued = false;
 }
 
@@ -197,8 +249,10 @@ static void count_short(struct sched *s, const struct sched_item *item)
 }
 
 /* Takes ITEM out of its queue and counts it as started. FORCED: a bulk job
- * the no-starvation bound starts while short work waits. */
-static struct sched_item *start(struct sched *s, struct sched_item *item, bool forced)
+ * the no-starvation bound starts while short work waits. OVER_SHORT: a bulk
+ * job started while short work that could have started waited. */
+static struct sched_item *start(struct sched *s, struct sched_item *item, bool forced,
+                                bool over_short)
 {
     sched_remove(s, item);
     s->running++;
@@ -207,10 +261,11 @@ static struct sched_item *start(struct sched *s, struct sched_item *item, bool f
         s->counters.bulk_started++;
         if (forced)
             s->counters.streak_breaks++;
-        else if (s->waiting_short > 0)
+        else if (over_short)
             s->counters.bulk_over_short++;
         s->streak = 0;
     } else {
+        s->running_cpu += item->cpu;
         count_short(s, item);
     }
     return item;
@@ -220,17 +275,27 @@ struct sched_item *sched_next(struct sched *s)
 {
     if (s->running >= s->threads)
         return NULL;
-    if (s->mode == SCHED_MODE_FIFO)
-        return s->queue.head != NULL ? start(s, s->queue.head, false) : NULL;
+    if (s->mode == SCHED_MODE_FIFO) {
+        struct sched_item *head = s->queue.head;
+        return head != NULL ? start(s, head, false, s->waiting_short > 0) : NULL;
+    }
     /* The reserve: with more than one thread, bulk never takes the last. */
     bool bulk_may = s->bulks.active != NULL && s->running_bulk < s->bulk_max;
-    bool short_waits = s->shorts.active != NULL;
-    if (short_waits && !(bulk_may && s->streak >= SCHED_SHORT_STREAK)) {
+    struct sched_flow *f = NULL;
+    struct short_pick pick = {0};
+    if (s->shorts.active != NULL)
+        pick = short_next(s, &f);
+    if (pick.item != NULL && !(bulk_may && s->streak >= SCHED_SHORT_STREAK)) {
         if (bulk_may)
             s->streak++;
-        return start(s, fair_next(s, &s->shorts), false);
+        s->counters.short_aged += pick.aged;
+        s->counters.cpu_passed += s->waiting_cpu > 0 && s->running_cpu >= s->cpu_max;
+        return start(s, fair_take(&s->shorts, f, pick.item), false, false);
     }
-    return bulk_may ? start(s, fair_next(s, &s->bulks), short_waits) : NULL;
+    if (!bulk_may)
+        return NULL;
+    f = fair_turn(&s->bulks);
+    return start(s, fair_take(&s->bulks, f, f->queue.head), pick.item != NULL, false);
 }
 
 void sched_done(struct sched *s, const struct sched_item *item)
@@ -238,6 +303,8 @@ void sched_done(struct sched *s, const struct sched_item *item)
     s->running--;
     if (item->bulk)
         s->running_bulk--;
+    else
+        s->running_cpu -= item->cpu;
 }
 
 /* Any item that waits, or NULL. */

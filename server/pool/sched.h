@@ -14,6 +14,12 @@
  *     bulk.
  *   - a reserve: bulk jobs never hold more than bulk_max threads (at most
  *     threads - 1), so short work never waits for a bulk piece to finish.
+ *   - CPU-bound short work (a deflate: `cpu`) holds at most cpu_max threads
+ *     (the CPUs the server may run on, fewer than the threads): more would
+ *     not deflate faster, only take the CPU from the loop and from other
+ *     clients' reads. While that many run, the next start goes to the first
+ *     short job in turn that is not CPU-bound, and the one after a deflate
+ *     ends to the deflate in turn.
  *   - no starvation: while bulk work waits and a bulk thread is free, at most
  *     SCHED_SHORT_STREAK short jobs start in a row before a bulk one does.
  *   - every class shares by client (flow): within short work and within bulk
@@ -65,6 +71,7 @@ struct sched_item {
     uint64_t seq;                   /* arrival order */
     uint64_t age;                   /* its short bucket's starts when it arrived */
     uint64_t others;                /* short starts of other buckets when it arrived */
+    bool cpu;                       /* CPU-bound (a deflate), set by the caller */
     bool bulk;                      /* decided at push */
     bool queued;
 };
@@ -92,17 +99,21 @@ struct sched_counters {
     uint64_t streak_breaks;    /* bulk started by the no-starvation bound */
     uint64_t short_aged;       /* short jobs the aging bound started before a smaller one */
     uint64_t short_others_max; /* the most short jobs of other clients started while one waited */
+    uint64_t cpu_passed;       /* short jobs started while the CPU bound held a deflate back */
 };
 
 struct sched {
     enum sched_mode mode;
     unsigned threads;                /* the pool's size */
     unsigned bulk_max;               /* fair: the most threads bulk work holds */
+    unsigned cpu_max;                /* fair: the most threads CPU-bound short work holds */
     unsigned running, running_bulk;  /* started and not yet done */
+    unsigned running_cpu;            /* CPU-bound short jobs started and not yet done */
     struct sched_queue queue;        /* fifo: all work */
     struct sched_fair shorts, bulks; /* fair: short and bulk work, by client */
     size_t waiting_short, waiting_bulk;
-    unsigned streak; /* short jobs started in a row while bulk could have */
+    size_t waiting_cpu; /* CPU-bound short jobs queued */
+    unsigned streak;    /* short jobs started in a row while bulk could have */
     uint64_t seq;
     struct sched_counters counters;
 };
@@ -114,6 +125,10 @@ void sched_init(struct sched *s, enum sched_mode mode, unsigned threads, unsigne
 
 /* Sets the most threads bulk work may hold (clamped as at init). */
 void sched_set_bulk_max(struct sched *s, unsigned bulk_max);
+
+/* Sets the most threads CPU-bound short work may hold under fair (clamped
+ * as bulk_max; 0: that maximum, the default). */
+void sched_set_cpu_max(struct sched *s, unsigned cpu_max);
 
 /* Switches the policy; what waits is queued again in arrival order. */
 void sched_set_mode(struct sched *s, enum sched_mode mode);

@@ -8,7 +8,9 @@
 # under fifo B waits for everything A queued before it. Counters, not
 # timings. (127.0.0.2 and 127.0.0.3 hash to different buckets of the
 # scheduler, 31 and 29 of 64.)
-from harness import SLOW, KiB, Server, is_, ok, poll, random_bytes, run
+import os
+
+from harness import SLOW, KiB, Server, gunzip, is_, ok, poll, random_bytes, run, text_bytes
 
 A_CONNS = 48
 SMALL = 8 * KiB
@@ -57,7 +59,56 @@ def one(scheduler):
     return reads[1] - 2, before["scheduler"]["waiting_short"]
 
 
+# Deflates hold no more threads than CPUs. The server may run on CPUS CPUs
+# (it inherits this affinity) and has two threads more; client A (127.0.0.2)
+# asks for text files gzipped on the fly on more connections than threads,
+# each deflate a slow read (emulate_disk) that holds its thread. Under fair,
+# CPUS deflates run and B's (127.0.0.3) open and read start on the threads
+# left, counted as passing held deflates; under fifo every thread deflates.
+CPUS = len(os.sched_getaffinity(0))
+THREADS = CPUS + 2
+A_GZIP = THREADS + 4 * CPUS  # under fair, four rounds of deflates queued behind the first
+
+
+def deflates(scheduler):
+    text = text_bytes(16 * KiB)
+    files = {"t%d.txt" % i: text for i in range(A_GZIP)}
+    files["b.bin"] = random_bytes(8 * KiB, 7)
+    args = ["--scheduler", scheduler, "--threads", str(THREADS), "--partition", "64k",
+            "--emulate-disk", "%dms" % (100 * SLOW), "--file-cache", "off"]
+    fair = scheduler == "fair"
+    running = CPUS if fair else THREADS
+    with Server(files=files, args=args, name="%s server" % scheduler) as srv:
+        a = [srv.conn(source="127.0.0.2") for _ in range(A_GZIP)]
+        for i, c in enumerate(a):
+            c.request("GET", "/t%d.txt" % i, headers={"Accept-Encoding": "gzip"})
+        ok(poll(lambda: srv.stats()["scheduler"]["running_cpu"] == running
+                and srv.stats()["scheduler"]["waiting_short"] >= 3 * CPUS),
+           "%s: %d of A's deflates run, the rest wait" % (scheduler, running))
+        before = srv.stats()["scheduler"]
+        with srv.conn(source="127.0.0.3") as b:
+            resp = b.roundtrip("GET", "/b.bin")
+        after = srv.stats()["scheduler"]
+        is_((resp.status, resp.body == files["b.bin"]), (200, True),
+            "%s: B's body is byte-exact" % scheduler)
+        is_(before["cpu_max"], CPUS, "%s: the CPU bound is the CPUs (%d)" % (scheduler, CPUS))
+        passed = after["cpu_passed"] - before["cpu_passed"]
+        if fair:
+            is_(passed, 2, "fair: B's open and read started while A's deflates were held back")
+        else:
+            is_(passed, 0, "fifo: no CPU bound, nothing passes")
+        bad = 0
+        for c in a:
+            r = c.read_response()
+            if r.status != 200 or gunzip(r.body) != text:
+                bad += 1
+            c.close()
+        is_(bad, 0, "%s: every one of A's gzipped bodies is whole" % scheduler)
+
+
 def main():
+    deflates("fair")
+    deflates("fifo")
     done, waited = one("fair")
     ok(waited > BOUND, "fair: more of A's reads waited than the bound (%d)" % waited)
     ok(done <= BOUND, "fair: %d of A's reads completed before B's response, at most %d"

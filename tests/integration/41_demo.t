@@ -171,7 +171,8 @@ def check_probe_flood():
     ok(len(every) >= 2 and sum(l["bytes"] for l in every) == final.get("bytes"),
        "probe --flood --every: progress lines that add up to the total", out.stdout)
     out = subprocess.run([PROBE, "--port", str(srv.port), "--flood", "1", "--get", "/nope",
-                          "--duration", "0.2"], capture_output=True, text=True, timeout=10 * SLOW)
+                          "--duration", "%g" % SLOW], capture_output=True, text=True,
+                         timeout=10 * SLOW)
     final = json.loads(out.stdout.splitlines()[-1])
     ok(final["requests"] == 0 and final["errors"] > 0, "probe --flood: a 404 is an error",
        out.stdout)

@@ -291,6 +291,36 @@ static void test_aging(void)
     is_str(drain(&s, true), "1 2", "then the smaller ones again");
 }
 
+/* A client's deflates hold at most cpu_max threads: another client's read
+ * starts on a free thread at once, and its own deflate when one ends. */
+static void test_cpu_bound(void)
+{
+    struct sched s;
+    sched_init(&s, SCHED_MODE_FAIR, 4, 0);
+    sched_set_cpu_max(&s, 1);
+    for (int i = 0; i < 8; i++) {
+        sched_push(&s, item(i, 64 * KB, 64 * KB, 1));
+        items[i].cpu = true;
+    }
+    is_str(drain(&s, false), "0", "one deflate runs: the CPU bound is 1");
+    sched_push(&s, item(8, 8 * KB, 8 * KB, 2));
+    sched_push(&s, item(9, 64 * KB, 64 * KB, 2));
+    items[9].cpu = true;
+    is_str(drain(&s, false), "8", "the other client's read starts on a free thread");
+    is_int(s.counters.cpu_passed, 1, "counted as a start the CPU bound let pass");
+    sched_done(&s, &items[0]);
+    is_str(drain(&s, false), "9",
+           "the next deflate is the other client's: it has started fewer bytes");
+    sched_done(&s, &items[9]);
+    is_str(drain(&s, false), "1", "then the first client's again");
+    is_int(s.running_cpu, 1, "one CPU-bound job runs");
+    is_int(s.counters.bulk_over_short, 0, "no bulk over short");
+    sched_set_mode(&s, SCHED_MODE_FIFO);
+    is_str(drain(&s, false), "2 3", "fifo: no CPU bound, every free thread takes a deflate");
+    sched_init(&s, SCHED_MODE_FAIR, 4, 0);
+    is_int(s.cpu_max, 3, "by default the CPU bound is all threads but one");
+}
+
 int main(void)
 {
     test_fifo();
@@ -302,5 +332,6 @@ int main(void)
     test_clients_short();
     test_clients_by_cost();
     test_aging();
+    test_cpu_bound();
     return tap_done();
 }
