@@ -14,7 +14,9 @@
  * least two fewer, and a newcomer from the top itself is refused. Out of
  * fds, the same client gives an idle connection up for whoever waits
  * (clients_give_way). Refusals and evictions are counted by reason, in all
- * and per bucket.
+ * and per bucket. Each bucket also counts its pool time and body bytes of
+ * the last second (clients_ran, clients_sent): clients_top ranks who holds
+ * the server.
  *
  * Pure: no libuv, no clock. A zeroed struct clients is an empty table. */
 
