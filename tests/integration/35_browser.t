@@ -14,12 +14,12 @@
 # and the small GETs' 127.0.0.2 in it. The presenter shortcut ?set=KEY=VALUE
 # switches through the same code, a bad value shows the server's 400
 # message, and when the server goes away the page says "down" and comes
-# back when a server answers on the port again. A screenshot goes to build/dashboard-test.png. And
-# pages of other origins (a second server's, the server's own under its
-# other name, and under a name Chromium resolves to 127.0.0.1, as DNS
-# rebinding would) try the switch with fetch() and forms: every try reaches
-# the server, gets 403 and changes nothing, while the dashboard switches
-# from its own origin under 127.0.0.1 and localhost.
+# back when a server answers on the port again. A screenshot goes to
+# build/dashboard-test.png. And pages of other origins (a second server's,
+# the server's own under its other name, and under a name Chromium resolves
+# to 127.0.0.1, as DNS rebinding would) try the switch with fetch() and
+# forms: every try reaches the server, gets 403 and changes nothing, while
+# the dashboard switches from its own origin under 127.0.0.1 and localhost.
 #
 # Skipped when chromium is not installed, unless UNCLOG_REQUIRE_BROWSER=1
 # (CI): then that fails. States and values only, no timing thresholds.
