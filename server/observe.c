@@ -190,7 +190,7 @@ static void connections_stats(const struct server *srv, struct snapshot *s)
     snap_add(s, &conn_active, srv->active);
     snap_add(s, &conn_accepted, srv->accepted);
     snap_add(s, &conn_max, srv->cfg->max_connections);
-    clients_stats(&srv->clients, s);
+    clients_stats(&srv->clients, uv_now(srv->loop), s);
     snap_close(s);
 }
 

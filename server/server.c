@@ -74,6 +74,20 @@ static void server_on_signal(uv_signal_t *sig, int signum)
 }
 
 /* The last connection is gone after a stop: close what is left. */
+/* The gateway's and the pumps' reports, to the clients table: who used
+ * the pool and the socket in the last second (clients.h). */
+static void server_on_job_ran(void *arg, uint64_t flow, uint64_t ns)
+{
+    struct server *srv = arg;
+    clients_ran(&srv->clients, flow, ns, uv_now(srv->loop));
+}
+
+static void server_on_sent(void *arg, uint64_t flow, size_t bytes)
+{
+    struct server *srv = arg;
+    clients_sent(&srv->clients, flow, bytes, uv_now(srv->loop));
+}
+
 static void server_finish(struct server *srv)
 {
     server__close_handle(srv, (uv_handle_t *)&srv->tick);
@@ -128,9 +142,14 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     }
     srv->root_len = strlen(srv->root);
     gateway_init(&srv->gateway, loop, (enum sched_mode)cfg->scheduler, cfg->threads);
+    srv->gateway.ran = server_on_job_ran;
+    srv->gateway.ran_arg = srv;
     budget_init(&srv->budget, cfg->max_buffer_memory);
-    srv->pump_env = (struct pump_env){
-        .gateway = &srv->gateway, .budget = &srv->budget, .bytes_sent = &srv->bytes_sent};
+    srv->pump_env = (struct pump_env){.gateway = &srv->gateway,
+                                      .budget = &srv->budget,
+                                      .bytes_sent = &srv->bytes_sent,
+                                      .sent = server_on_sent,
+                                      .sent_arg = srv};
     server__apply_to_pumps(srv);
     srv->conn_env = (struct conn_env){.loop = loop,
                                       .owner = srv,

@@ -195,7 +195,9 @@ static const struct snap_def top_client_def = {.key = "client", .kind = SNAP_INF
 static const struct snap_def top_conns_def = {
     .key = "connections",
     .metric = "unclog_top_client_connections",
-    .help = "Connections held now by the client at this rank (1: the most); /stats names it. "
+    .help = "Connections held now by the client at this rank (1: the largest sum of its shares of "
+            "the pool's time, the bytes sent and the connections, in the last second); /stats "
+            "names it. "
             "Clients whose addresses hash alike share a rank."};
 static const struct snap_def top_idle_def = {
     .key = "idle",
@@ -211,40 +213,154 @@ static const struct snap_def top_evicted_def = {
     .help = "Idle connections of the client at this rank closed to make room since it last held "
             "none."};
 
+static const struct snap_def top_window_def = {
+    .key = "top_window_ms",
+    .metric = "unclog_top_clients_window_seconds",
+    .unit = SNAP_MS,
+    .help = "How long the top clients' last-second figures cover: the window running now and the "
+            "whole one before it (1 to 2 s)."};
+static const struct snap_def top_pool_def = {
+    .key = "pool_us",
+    .unit = SNAP_US,
+    .metric = "unclog_top_client_pool_seconds",
+    .help = "Threadpool time (jobs' run time on their threads) of the client at this rank in the "
+            "last second (unclog_top_clients_window_seconds)."};
+static const struct snap_def top_pool_share_def = {
+    .key = "pool_permille",
+    .unit = SNAP_PERMILLE,
+    .metric = "unclog_top_client_pool_ratio",
+    .help = "The client at this rank's share of every client's threadpool time in the last "
+            "second."};
+static const struct snap_def top_sent_def = {
+    .key = "bytes",
+    .metric = "unclog_top_client_sent_bytes",
+    .help = "Response body bytes handed to the sockets of the client at this rank in the last "
+            "second."};
+
 static const char *const refusal_names[CLIENTS_REFUSALS] = {"full", "top_client"};
 static const char *const eviction_names[CLIENTS_EVICTIONS] = {"max_connections", "fds"};
 static const char *const ranks[CLIENTS_TOP] = {"1", "2", "3", "4", "5", "6", "7", "8"};
 
-/* The CLIENTS_TOP buckets holding the most connections, most first, into
- * TOP; returns how many hold any. */
-static unsigned top_buckets(const struct clients *t, uint32_t top[CLIENTS_TOP])
+/* ---- the last second ----------------------------------------------------- */
+
+/* Bucket B's usage, rolled to the window running at NOW_MS: the window it
+ * counted becomes the one before when it was the previous one, else both
+ * are over. (The loop's clock never goes back; if it did, the figure
+ * would count in the window it has.) */
+static struct client_usage *usage_now(struct clients *t, uint32_t b, uint64_t now_ms)
 {
+    struct client_usage *u = &t->usage[b];
+    uint64_t window = now_ms / CLIENTS_WINDOW_MS;
+    if (window > u->window) {
+        bool next = u->window + 1 == window;
+        u->pool_ns[1] = next ? u->pool_ns[0] : 0;
+        u->sent[1] = next ? u->sent[0] : 0;
+        u->pool_ns[0] = u->sent[0] = 0;
+        u->window = window;
+    }
+    return u;
+}
+
+void clients_ran(struct clients *t, uint64_t id, uint64_t ns, uint64_t now_ms)
+{
+    usage_now(t, bucket_of(id), now_ms)->pool_ns[0] += ns;
+}
+
+void clients_sent(struct clients *t, uint64_t id, uint64_t bytes, uint64_t now_ms)
+{
+    usage_now(t, bucket_of(id), now_ms)->sent[0] += bytes;
+}
+
+/* What bucket B used in the last second at WINDOW (now_ms /
+ * CLIENTS_WINDOW_MS), without rolling it: a reader changes nothing. */
+static void used(const struct clients *t, uint32_t b, uint64_t window, uint64_t *pool_ns,
+                 uint64_t *sent)
+{
+    const struct client_usage *u = &t->usage[b];
+    *pool_ns = *sent = 0;
+    if (u->window == window) {
+        *pool_ns = u->pool_ns[0] + u->pool_ns[1];
+        *sent = u->sent[0] + u->sent[1];
+    } else if (u->window + 1 == window) {
+        *pool_ns = u->pool_ns[0];
+        *sent = u->sent[0];
+    }
+}
+
+/* PART of ALL in millionths (0 when ALL is 0). PART stays far below
+ * 2^64 / 10^6: two seconds of run time of every thread, or of bytes. */
+static uint32_t ppm(uint64_t part, uint64_t all)
+{
+    return all == 0 ? 0 : (uint32_t)(part * 1000000u / all);
+}
+
+/* Whether row A ranks before row B. */
+static bool before(const struct clients_row *a, const struct clients_row *b)
+{
+    if (a->score_ppm != b->score_ppm)
+        return a->score_ppm > b->score_ppm;
+    if (a->pool_ns != b->pool_ns)
+        return a->pool_ns > b->pool_ns;
+    if (a->sent != b->sent)
+        return a->sent > b->sent;
+    return a->conns > b->conns;
+}
+
+/* Puts ROW in its place among the N rows of TOP (ranked); returns the new N. */
+static unsigned insert(struct clients_row top[CLIENTS_TOP], unsigned n,
+                       const struct clients_row *row)
+{
+    if (n == CLIENTS_TOP && !before(row, &top[n - 1]))
+        return n;
+    unsigned i = n < CLIENTS_TOP ? n++ : n - 1;
+    for (; i > 0 && before(row, &top[i - 1]); i--)
+        top[i] = top[i - 1];
+    top[i] = *row;
+    return n;
+}
+
+unsigned clients_top(const struct clients *t, uint64_t now_ms, struct clients_row rows[CLIENTS_TOP])
+{
+    uint64_t window = now_ms / CLIENTS_WINDOW_MS, all_pool = 0, all_sent = 0, all_conns = 0;
+    for (uint32_t b = 0; b < CLIENTS_BUCKETS; b++) {
+        uint64_t pool, sent;
+        used(t, b, window, &pool, &sent);
+        all_pool += pool;
+        all_sent += sent;
+        all_conns += t->conns[b];
+    }
     unsigned n = 0;
     for (uint32_t b = 0; b < CLIENTS_BUCKETS; b++) {
-        uint32_t held = t->conns[b];
-        if (held == 0 || (n == CLIENTS_TOP && held <= t->conns[top[n - 1]]))
+        struct clients_row row = {.bucket = b, .conns = t->conns[b]};
+        used(t, b, window, &row.pool_ns, &row.sent);
+        if (row.conns == 0 && row.pool_ns == 0 && row.sent == 0)
             continue;
-        unsigned i = n < CLIENTS_TOP ? n++ : n - 1;
-        for (; i > 0 && t->conns[top[i - 1]] < held; i--)
-            top[i] = top[i - 1];
-        top[i] = b;
+        uint32_t shares[3] = {ppm(row.pool_ns, all_pool), ppm(row.sent, all_sent),
+                              ppm(row.conns, all_conns)};
+        row.pool_permille = shares[0] / 1000;
+        row.score_ppm = shares[0] + shares[1] + shares[2];
+        n = insert(rows, n, &row);
     }
     return n;
 }
 
-static void top_stats(const struct clients *t, struct snapshot *s)
+static void top_stats(const struct clients *t, uint64_t now_ms, struct snapshot *s)
 {
-    uint32_t top[CLIENTS_TOP];
-    unsigned n = top_buckets(t, top);
+    struct clients_row top[CLIENTS_TOP];
+    unsigned n = clients_top(t, now_ms, top);
+    snap_add(s, &top_window_def, CLIENTS_WINDOW_MS + now_ms % CLIENTS_WINDOW_MS);
     snap_open(s, "top_clients", NULL);
     for (unsigned i = 0; i < n; i++) {
-        const struct client_bucket *cb = &t->bucket[top[i]];
+        const struct client_bucket *cb = &t->bucket[top[i].bucket];
         char text[SNAP_TEXT_MAX];
         client_format(&cb->addr, text, sizeof text);
         snap_open(s, ranks[i], "rank");
         snap_add_text(s, &top_client_def, NULL, text);
-        snap_add(s, &top_conns_def, t->conns[top[i]]);
+        snap_add(s, &top_conns_def, top[i].conns);
         snap_add(s, &top_idle_def, cb->idle);
+        snap_add(s, &top_pool_def, top[i].pool_ns / 1000);
+        snap_add(s, &top_pool_share_def, top[i].pool_permille);
+        snap_add(s, &top_sent_def, top[i].sent);
         snap_add(s, &top_refused_def, cb->refused);
         snap_add(s, &top_evicted_def, cb->evicted);
         snap_close(s);
@@ -268,11 +384,11 @@ static void by_reason(struct snapshot *s, const struct snap_def *sum_def, const 
     snap_close(s);
 }
 
-void clients_stats(const struct clients *t, struct snapshot *s)
+void clients_stats(const struct clients *t, uint64_t now_ms, struct snapshot *s)
 {
     by_reason(s, &refused_def, "refused_by_reason", &refused_reason_def, refusal_names, t->refused,
               CLIENTS_REFUSALS);
     by_reason(s, &evicted_def, "evicted_idle_by_reason", &evicted_reason_def, eviction_names,
               t->evicted, CLIENTS_EVICTIONS);
-    top_stats(t, s);
+    top_stats(t, now_ms, s);
 }

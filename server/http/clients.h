@@ -14,7 +14,9 @@
  * least two fewer, and a newcomer from the top itself is refused. Out of
  * fds, the same client gives an idle connection up for whoever waits
  * (clients_give_way). Refusals and evictions are counted by reason, in all
- * and per bucket.
+ * and per bucket. Each bucket also counts its pool time and body bytes of
+ * the last second (clients_ran, clients_sent): clients_top ranks who holds
+ * the server.
  *
  * Pure: no libuv, no clock. A zeroed struct clients is an empty table. */
 
@@ -72,12 +74,23 @@ struct client_bucket {
     struct client_addr addr;             /* the last client that joined */
 };
 
+/* What a bucket's clients used in two windows of CLIENTS_WINDOW_MS: the
+ * one running now (WINDOW, counted from the loop's clock at 0) and the one
+ * before. Rolled when added to or read, so no timer runs per client. */
+#define CLIENTS_WINDOW_MS 1000
+struct client_usage {
+    uint64_t window;     /* the window [0] is, as now_ms / CLIENTS_WINDOW_MS */
+    uint64_t pool_ns[2]; /* threadpool run time: [0] that window, [1] the one before */
+    uint64_t sent[2];    /* response body bytes handed to the socket, likewise */
+};
+
 /* Owned by the server; its connections link themselves in and out. */
 struct clients {
     uint32_t conns[CLIENTS_BUCKETS]; /* apart from the buckets: what the top's search reads */
     struct client_bucket bucket[CLIENTS_BUCKETS];
     uint64_t refused[CLIENTS_REFUSALS];
     uint64_t evicted[CLIENTS_EVICTIONS];
+    struct client_usage usage[CLIENTS_BUCKETS]; /* pool time and bytes, last second */
 };
 
 /* Counts the connection L of client ID (at ADDR, shown by clients_stats)
@@ -113,13 +126,44 @@ struct client_link *clients_give_way(struct clients *t);
 /* Connections of client ID's bucket now. */
 unsigned clients_held(const struct clients *t, uint64_t id);
 
+/* A threadpool job of client ID ran NS nanoseconds on its thread and
+ * completed at NOW_MS (the loop's clock). */
+void clients_ran(struct clients *t, uint64_t id, uint64_t ns, uint64_t now_ms);
+
+/* BYTES of a response body of client ID were handed to its socket at NOW_MS. */
+void clients_sent(struct clients *t, uint64_t id, uint64_t bytes, uint64_t now_ms);
+
+/* A row of the top: a bucket, what it holds now and what it used in "the
+ * last second": the window running at NOW_MS and the whole one before it,
+ * so at least the last CLIENTS_WINDOW_MS and at most twice that. */
+struct clients_row {
+    uint32_t bucket, conns;
+    uint64_t pool_ns, sent;
+    uint32_t pool_permille; /* its share of every client's pool time then */
+    uint32_t score_ppm;     /* its shares of pool time, bytes and connections, summed */
+};
+
+/* The top clients at NOW_MS into ROWS, first first; returns how many (at
+ * most CLIENTS_TOP). A bucket is a candidate when it holds a connection or
+ * used the pool or the socket in the last second. Each is ranked by the sum
+ * of its three shares: its pool time of all pool time, its bytes of all
+ * bytes, its connections of all connections (so a connection hog, a /gzip
+ * flood and a bulk download all rank high, and an observer's one
+ * connection at most a third); ties go to more pool time, then bytes, then
+ * connections.
+ * One pass over the buckets to sum, one to rank: only when shown. */
+unsigned clients_top(const struct clients *t, uint64_t now_ms,
+                     struct clients_row rows[CLIENTS_TOP]);
+
 struct snapshot;
 
 /* Adds, inside the caller's "connections" object: refused (the sum) and
  * refused_by_reason (full, top_client); evicted_idle (the sum) and
- * evicted_idle_by_reason (max_connections, fds); and top_clients, the
- * CLIENTS_TOP buckets holding the most connections now, ranked 1.. (the
- * client, its connections, idle ones, refusals and evictions). */
-void clients_stats(const struct clients *t, struct snapshot *s);
+ * evicted_idle_by_reason (max_connections, fds); top_window_ms, how long
+ * the last second's figures cover at NOW_MS (1000..1999: this window and
+ * the one before); and top_clients, clients_top's rows ranked 1.. (the
+ * client, its connections, idle ones, pool time in µs and share of the
+ * pool in thousandths, body bytes sent, refusals and evictions). */
+void clients_stats(const struct clients *t, uint64_t now_ms, struct snapshot *s);
 
 #endif

@@ -591,6 +591,7 @@ static void write_out(struct conn *c, const char *body, size_t len)
                         uv_buf_init((char *)body, (unsigned)len)};
     c->bytes = len;
     *c->env->pump->bytes_sent += len;
+    clients_sent(c->env->clients, c->flow, len, uv_now(c->env->loop));
     if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, conn_on_write) < 0)
         close_conn(c, false);
 }

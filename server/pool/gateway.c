@@ -81,6 +81,8 @@ static void gateway_on_after_work(uv_work_t *req, int status)
     count(gw, job, status);
     if (status == 0)
         adapt_bulk_max(gw, job);
+    if (status == 0 && gw->ran != NULL)
+        gw->ran(gw->ran_arg, job->item.flow_id, job->finished_ns - job->started_ns);
     job->done(job, status);
     dispatch(gw);
 }

@@ -100,6 +100,8 @@ static void write_slot(struct pump *pump, struct pump_slot *slot)
     }
     pump->sent += slot->len;
     *pump->env->bytes_sent += slot->len;
+    if (pump->env->sent != NULL)
+        pump->env->sent(pump->env->sent_arg, pump->flow, slot->len);
     int rc = uv_write(&slot->req, pump->stream, bufs, n, pump_on_write);
     if (rc < 0) {
         slot->busy = false;

@@ -101,6 +101,10 @@ struct pump_env {
     struct pump_partition partition; /* how file reads are cut now */
     struct disk_emulation disk;      /* emulate_disk now */
     uint64_t *bytes_sent;            /* the server's count, added to as each piece is written */
+    /* Told of each piece as it is written: its client (the pump's flow) and
+     * its body bytes. NULL: nobody. */
+    void (*sent)(void *arg, uint64_t flow, size_t bytes);
+    void *sent_arg;
 };
 
 struct pump;

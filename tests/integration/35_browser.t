@@ -10,15 +10,16 @@
 # small GETs a second), Chromium, driven over the DevTools protocol (a small
 # stdlib WebSocket client below), clicks "partition 64k": the server's
 # /settings says 64k, and the page shows it, fresh latency figures and a
-# marker on its chart. The presenter shortcut ?set=KEY=VALUE switches through
-# the same code, a bad value shows the server's 400 message, and when the
-# server goes away the page says "down" and comes back when a server answers
-# on the port again. A screenshot goes to build/dashboard-test.png. And
-# pages of other origins (a second server's, the server's own under its
-# other name, and under a name Chromium resolves to 127.0.0.1, as DNS
-# rebinding would) try the switch with fetch() and forms: every try reaches
-# the server, gets 403 and changes nothing, while the dashboard switches
-# from its own origin under 127.0.0.1 and localhost.
+# marker on its chart, and its client table has the flood's 127.0.0.1 first
+# and the small GETs' 127.0.0.2 in it. The presenter shortcut ?set=KEY=VALUE
+# switches through the same code, a bad value shows the server's 400
+# message, and when the server goes away the page says "down" and comes
+# back when a server answers on the port again. A screenshot goes to
+# build/dashboard-test.png. And pages of other origins (a second server's,
+# the server's own under its other name, and under a name Chromium resolves
+# to 127.0.0.1, as DNS rebinding would) try the switch with fetch() and
+# forms: every try reaches the server, gets 403 and changes nothing, while
+# the dashboard switches from its own origin under 127.0.0.1 and localhost.
 #
 # Skipped when chromium is not installed, unless UNCLOG_REQUIRE_BROWSER=1
 # (CI): then that fails. States and values only, no timing thresholds.
@@ -386,9 +387,12 @@ class Browser:
 # ------------------------------------------------------------- the flood -----
 
 
+VICTIM = "127.0.0.2"  # the small GETs' address: another client than the flood's
+
+
 class Flood:
     """conns threads downloading /big.bin over keep-alive in a loop, and one
-    GET of /small.txt every 0.2 s: counts what arrived."""
+    GET of /small.txt every 0.2 s from VICTIM: counts what arrived."""
 
     def __init__(self, port, conns=3):
         self.port = port
@@ -433,7 +437,7 @@ class Flood:
     def _small(self):
         while not self.stop_event.wait(0.2):
             try:
-                with Conn(self.port) as c:
+                with Conn(self.port, source=VICTIM) as c:
                     if c.roundtrip("GET", "/small.txt").status == 200:
                         self.small_ok += 1
             except OSError as e:
@@ -584,6 +588,16 @@ def dashboard_live(chromium):
         like(text_of(dom, "p50"), r"^\d[\d,]*(\.\d+)?$", "#p50 too")
         like(text_of(dom, "mbps"), r"^\d[\d,]*(\.\d+)?$", "#mbps: the flood's MB/s")
         like(text_of(dom, "q-read"), r"^\d[\d,]*(\.\d+)? ms$", "#q-read: read queue wait p99")
+        clients = page.eval('JSON.stringify([...document.querySelectorAll("#clients tr")].map('
+                            '(tr) => [tr.dataset.client || "", ...[...tr.cells].map('
+                            '(td) => td.textContent)]))')
+        rows = json.loads(clients or "[]")
+        addrs = [r[0] for r in rows]
+        ok(len(rows) >= 2 and addrs[0] == "127.0.0.1" and VICTIM in addrs,
+           "#clients: a row per client, the flood's 127.0.0.1 first and the victim's %s there"
+           % VICTIM, repr(rows))
+        ok(rows and len(rows[0]) >= 6 and re.match(r"^\d+(\.\d)? %$", rows[0][3]) and re.match(r"^\d[\d,]*(\.\d+)?$", rows[0][5]),
+           "#clients: the first row shows its pool share and MB/s", repr(rows[:1]))
         like(text_of(dom, "set-result"), r"partition=64k", "#set-result names the change")
         is_(attr(dom, "set-partition-64k", "aria-pressed"), "true", "the selector marks 64k")
         like(attr(dom, "chart", "data-markers"), r"partition=64k",

@@ -225,17 +225,100 @@ static void test_top(void)
         for (unsigned i = 0; i < c + 1; i++)
             join(&table, id[c], false);
     }
-    uint32_t top[CLIENTS_TOP];
-    unsigned n = top_buckets(&table, top);
+    struct clients_row top[CLIENTS_TOP];
+    unsigned n = clients_top(&table, 0, top);
     is_int(n, CLIENTS_TOP, "ten clients: the top eight are shown");
     bool ordered = true;
     for (unsigned i = 0; i < n; i++)
-        ordered &= top[i] == bucket_of(id[9 - i]);
+        ordered &= top[i].bucket == bucket_of(id[9 - i]) && top[i].conns == 10 - i;
     ok(ordered, "  most first: 10, 9, ... 3 connections");
     reset();
     join(&table, id[3], false);
-    n = top_buckets(&table, top);
-    ok(n == 1 && top[0] == bucket_of(id[3]), "one client: one row");
+    n = clients_top(&table, 0, top);
+    ok(n == 1 && top[0].bucket == bucket_of(id[3]), "one client: one row");
+}
+
+/* Client ID's figures of the last second at NOW_MS, as clients_top shows
+ * them (0, 0 when it has no row). */
+static void used_at(uint64_t id, uint64_t now_ms, uint64_t *pool_ns, uint64_t *sent)
+{
+    struct clients_row top[CLIENTS_TOP];
+    unsigned n = clients_top(&table, now_ms, top);
+    *pool_ns = *sent = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (top[i].bucket == bucket_of(id)) {
+            *pool_ns = top[i].pool_ns;
+            *sent = top[i].sent;
+        }
+    }
+}
+
+/* "The last second" is the window running now and the whole one before:
+ * what was added within the last CLIENTS_WINDOW_MS always counts, what is
+ * two windows old never does; reading rolls nothing. */
+static void test_window(void)
+{
+    uint64_t id[1], pool, sent;
+    distinct_clients(id, 1);
+    reset();
+    clients_sent(&table, id[0], 100, 500);
+    clients_ran(&table, id[0], 7000, 900);
+    used_at(id[0], 999, &pool, &sent);
+    ok(sent == 100 && pool == 7000, "the window running now counts");
+    used_at(id[0], 1499, &pool, &sent);
+    ok(sent == 100 && pool == 7000, "and the whole one before (1 s later)");
+    used_at(id[0], 2000, &pool, &sent);
+    ok(sent == 0 && pool == 0, "two windows on: nothing (and the client has no row)");
+    clients_sent(&table, id[0], 10, 1200);
+    used_at(id[0], 1999, &pool, &sent);
+    is_int(sent, 110, "read at 1999: 500's 100 and 1200's 10 (reading rolled nothing)");
+    clients_sent(&table, id[0], 1, 2100);
+    used_at(id[0], 2100, &pool, &sent);
+    ok(sent == 11 && pool == 0, "added at 2100: the window before (1200's 10) stays, 0..999 went");
+    clients_sent(&table, id[0], 5, 4000);
+    used_at(id[0], 4000, &pool, &sent);
+    is_int(sent, 5, "a window skipped: both old ones are over");
+}
+
+/* Ranked by the sum of the shares of pool time, bytes and connections. */
+static void test_rank(void)
+{
+    uint64_t id[12];
+    distinct_clients(id, 12);
+    reset();
+    const uint64_t now = 10500;
+    /* 0: a download (pool and bytes), 1: a smaller one, 2: an observer's
+     * connection, 3: a hog of 6 idle connections, 4: pool work only. */
+    join(&table, id[0], false);
+    clients_sent(&table, id[0], 9000000, now - 1000);
+    clients_ran(&table, id[0], 6000000, now);
+    join(&table, id[1], false);
+    clients_ran(&table, id[1], 1000000, now);
+    clients_sent(&table, id[1], 1000000, now);
+    join(&table, id[2], false);
+    for (unsigned i = 0; i < 6; i++)
+        join(&table, id[3], true);
+    clients_ran(&table, id[4], 3000000, now);
+    struct clients_row top[CLIENTS_TOP];
+    unsigned n = clients_top(&table, now, top);
+    is_int(n, 5, "five clients with a connection, pool time or bytes: five rows");
+    /* Shares: pool 0.6 0.1 0 0 0.3; bytes 0.9 0.1 0 0 0; conns 1/9 1/9 1/9 6/9 0. */
+    const unsigned want[5] = {0, 3, 1, 4, 2};
+    bool ordered = n == 5;
+    for (unsigned i = 0; i < n && ordered; i++)
+        ordered = top[i].bucket == bucket_of(id[want[i]]);
+    ok(ordered, "  the download (1.61), the hog (0.67), the small one (0.31), pool only (0.3), "
+                "the observer (0.11)");
+    is_int(top[0].pool_permille, 600, "  the download's pool share: 600 permille");
+    ok(top[0].sent == 9000000 && top[0].pool_ns == 6000000,
+       "  its bytes of the window before count, and its pool time");
+
+    /* Seven more with a connection each: the eight shown are the top eight. */
+    for (unsigned c = 5; c < 12; c++)
+        join(&table, id[c], false);
+    n = clients_top(&table, now, top);
+    ok(n == CLIENTS_TOP && top[0].bucket == bucket_of(id[0]) && top[1].bucket == bucket_of(id[3]),
+       "twelve clients: eight rows, the same two first");
 }
 
 int main(void)
@@ -244,5 +327,7 @@ int main(void)
     test_make_room();
     test_give_way();
     test_top();
+    test_window();
+    test_rank();
     return tap_done();
 }
