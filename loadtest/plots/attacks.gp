@@ -10,7 +10,7 @@ load "common.gp"
 set multiplot layout (words(titles) + 1) / 2, 2 title "The victim alone and while another client attacks"
 set xtics rotate by -30 font ",11"
 set offsets 0.5, 0.5, 0, 0
-set key inside top left font ",11"
+set key outside bottom center horizontal font ",11"
 do for [i=1:words(titles)] {
     set title word(titles, i)
     if (i == bulk + 0) {

@@ -35,14 +35,16 @@ class Attack:
 
 
 ATTACKS = (
-    Attack("hog", "connection hog", f"connection hog: {HOG:,} keep-alive connections, one GET /1k.bin on each "
-           "every 3 s", ("--hog", str(HOG), "--hog-interval", "3", "--get", "/1k.bin"),
-           "get-close", 2.0),
-    Attack("files", "small-file flood", f"small-file flood: 64 connections over {SMALL_FILES:,} distinct 8 KiB files",
+    Attack("hog", "connection hog",
+           f"connection hog: {HOG:,} keep-alive connections, one GET /1k.bin on each every 3 s",
+           ("--hog", str(HOG), "--hog-interval", "3", "--get", "/1k.bin"), "get-close", 2.0),
+    Attack("files", "small-file flood",
+           f"small-file flood: 64 connections over {SMALL_FILES:,} distinct 8 KiB files",
            ("--flood", "64", "--get", SMALL, "--files", str(SMALL_FILES)), "get", 1.0),
     Attack("gzip", "/gzip flood", "/gzip flood: 32 connections POSTing 64 KiB bodies",
            ("--flood", "32", "--gzip", "--body-size", "65536"), "get", 1.0, gzip=True),
-    Attack("bulk", "bulk (16 MiB)", f"bulk: 10 connections looping over the {len(FLOOD)} 16 MiB flood files",
+    Attack("bulk", "bulk (16 MiB)",
+           f"bulk: 10 connections looping over the {len(FLOOD)} 16 MiB flood files",
            ("--flood", "10", "--get", "/flood/16m-0*.bin", "--files", str(len(FLOOD))),
            "bulk", 1.0),
 )
