@@ -4,6 +4,8 @@
 #
 #   make loadtest       quick pass
 #   make loadtest-full  whole partition sweep + nginx/Node.js peers
+#   make loadtest-attacks  only the attacks between clients of loadtest-full
+#                       (scenario 4: unclog and the peers, three rounds)
 #   make bench          unclog vs nginx, req/s and MB/s side by side
 #   make bench-pool     the clogging experiment at the pool level, through the
 #                       gateway without HTTP: fifo and fair, piece sizes, auto
@@ -18,7 +20,7 @@
 LOADTEST_PKGS := wrk gnuplot-nox nginx-light
 LOADTEST_RUN  := python3 loadtest/run.py
 
-.PHONY: loadtest-deps bench-pool demo
+.PHONY: loadtest-deps loadtest-attacks bench-pool demo
 
 # The probe parses responses with llhttp: the objects the server links (LL_OBJ).
 build/probe: loadtest/probe.c $(LL_OBJ)
@@ -31,6 +33,9 @@ loadtest: build/unclog build/probe
 
 loadtest-full: build/unclog build/probe
 	$(LOADTEST_RUN) full $(LOADTEST_ARGS)
+
+loadtest-attacks: build/unclog build/probe
+	$(LOADTEST_RUN) full --only attacks $(LOADTEST_ARGS)
 
 bench: build/unclog build/probe
 	$(LOADTEST_RUN) bench $(LOADTEST_ARGS)

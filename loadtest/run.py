@@ -4,6 +4,7 @@
     python3 loadtest/run.py quick   # make loadtest:      a few partitions, ~3 min
     python3 loadtest/run.py full    # make loadtest-full: the whole sweep + peers, ~20 min
     python3 loadtest/run.py bench   # make bench:         unclog vs nginx speed check
+    python3 loadtest/run.py full --only attacks   # make loadtest-attacks: scenario 4 alone
 
 Every server it starts is pinned to CPU 0 and every load generator (wrk, the
 probe, the page-cache evictor) to CPU 1 when there are two CPUs (but for bench's
@@ -21,11 +22,11 @@ import socket
 import sys
 import time
 
-from unclogbench import RESULTS, TOP, log, report
+from unclogbench import RESULTS, TOP, attacks, log, report
 from unclogbench.load import make_fixtures
-from unclogbench.plots import plot
+from unclogbench.plots import plot, plot_attacks
 from unclogbench.procs import Processes, Warnings
-from unclogbench.scenarios import MODES, Session, bench, fairness
+from unclogbench.scenarios import MODES, PARTS, Session, bench, fairness
 
 
 def parse_args():
@@ -40,7 +41,12 @@ def parse_args():
     ap.add_argument("--partitions", help="comma-separated partitions, e.g. 4k,64k,whole")
     ap.add_argument("--fair", help="comma-separated partitions for unclog fair rows, e.g. auto")
     ap.add_argument("--rate", type=float, default=None, help="probe requests/s (each probe)")
-    ap.add_argument("--no-peers", action="store_true", help="skip nginx and Node.js")
+    ap.add_argument("--no-peers", action="store_true",
+                    help="skip the peers (nginx, Node.js, lighttpd, h2o)")
+    ap.add_argument("--only", help="comma-separated parts of quick or full to run: "
+                    + ",".join(PARTS) + " (the report is then MODE-PARTS.md)")
+    ap.add_argument("--attacks", help="comma-separated attacks of scenario 4 to run: "
+                    "hog,files,gzip,bulk (default all)")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache variant")
     ap.add_argument("--nice", type=int, default=-10 if os.geteuid() == 0 else 0,
                     help="nice value for everything started (default -10 as root, else 0)")
@@ -55,12 +61,26 @@ def mode_settings(args):
     if args.rounds:
         settings["rounds"] = args.rounds
         settings["throughput_rounds"] = min(settings.get("throughput_rounds", 1), args.rounds)
+        settings["attack_rounds"] = args.rounds
     if args.partitions:
         settings["partitions"] = args.partitions.split(",")
     if args.fair is not None:
         settings["fair"] = [p for p in args.fair.split(",") if p]
     if args.no_peers:
         settings["peers"] = False
+        settings["attack_peers"] = []
+    if args.attacks:
+        settings["attacks"] = args.attacks.split(",")
+        unknown = set(settings["attacks"]) - {a.name for a in attacks.ATTACKS}
+        if unknown:
+            sys.exit(f"--attacks: unknown attack {', '.join(sorted(unknown))}; attacks: "
+                     + ",".join(a.name for a in attacks.ATTACKS))
+    if args.only and args.mode != "bench":
+        settings["only"] = args.only.split(",")
+        unknown = set(settings["only"]) - set(PARTS)
+        if unknown:
+            sys.exit(f"--only: unknown part {', '.join(sorted(unknown))}; parts: "
+                     + ",".join(PARTS))
     if args.no_cold:
         settings["cold"] = False
     return settings
@@ -75,13 +95,40 @@ def latest_results():
 
 
 def replot(args, rate):
-    """Redraws the plots of a finished run from its MODE-clog.csv."""
+    """Redraws the plots of a finished run from its MODE-clog.csv and MODE-attacks.csv."""
     out = args.out or latest_results()
-    rows = report.read_csv(os.path.join(out, f"{args.mode}-clog.csv"))
-    warnings = Warnings()
-    for path in plot(args.mode, rate, out, rows, warnings):
+    warnings, made = Warnings(), []
+    clog, att = (os.path.join(out, f"{args.mode}-{n}.csv") for n in ("clog", "attacks"))
+    if os.path.exists(clog):
+        made += plot(args.mode, rate, out, report.read_csv(clog), warnings)
+    if os.path.exists(att):
+        made += plot_attacks(args.mode, out, report.read_csv(att), attacks.ATTACKS,
+                             attacks.ATTACK_FIGURES, warnings)
+    if not made:
+        sys.exit(f"nothing to replot in {out}")
+    for path in made:
         log(f"written: {path}")
     return 0
+
+
+def run_attacks(session):
+    """Scenario 4, its table and its plot."""
+    s = session.settings
+    log("attacks between clients (scenario 4)")
+    rows = attacks.run_attacks(session)
+    made = plot_attacks(session.mode, session.out, rows, attacks.ATTACKS,
+                        attacks.ATTACK_FIGURES, session.warnings)
+    return report.attacks_section(rows, attacks.ATTACKS, attacks.VICTIMS,
+                                  attacks.ATTACK_FIGURES, s["attack_rounds"],
+                                  s["attack_victim"], made)
+
+
+def report_name(mode, settings):
+    """bench.md, MODE.md, or MODE-PARTS.md when --only left parts out."""
+    if mode == "bench":
+        return "bench.md"
+    only = settings["only"]
+    return f"{mode}.md" if set(only) == set(PARTS) else f"{mode}-{'-'.join(only)}.md"
 
 
 def check_tools(args):
@@ -113,9 +160,14 @@ def main():
         session = Session(args.mode, settings, procs, warnings, args.unclog, args.probe,
                           rate, out, tmp)
         info = report.environment(session, args.nice, settings)
-        sections = bench(session) if args.mode == "bench" else fairness(session)
+        if args.mode == "bench":
+            sections = bench(session)
+        else:
+            sections = fairness(session)
+            if "attacks" in settings["only"]:
+                sections += run_attacks(session)
     parts = report.document(args.mode, info, sections, warnings, time.time() - started)
-    path = os.path.join(out, "bench.md" if args.mode == "bench" else f"{args.mode}.md")
+    path = os.path.join(out, report_name(args.mode, settings))
     with open(path, "w") as f:
         f.write("\n".join(parts))
     log("")

@@ -14,7 +14,10 @@ import sys
 from . import FIXTURES, HERE, MiB, PKG, log
 
 FLOOD = [f"/flood/16m-{i:02d}.bin" for i in range(10)]  # the flood's distinct files
-SIZES = {"/1k.bin": 1024, "/1m.bin": MiB, "/16m.bin": 16 * MiB, **{p: 16 * MiB for p in FLOOD}}
+SIZES = {"/1k.bin": 1024, "/96k.bin": 96 * 1024, "/1m.bin": MiB, "/16m.bin": 16 * MiB,
+         **{p: 16 * MiB for p in FLOOD}}
+SMALL_FILES, SMALL_SIZE = 20000, 8192  # the small-file flood's files: /small/0.bin ...
+SMALL = "/small/*.bin"  # build/probe --files turns '*' into 0 .. SMALL_FILES - 1
 LOAD_CPU = 1  # servers run on CPU 0
 
 
@@ -30,6 +33,23 @@ def make_fixtures():
             for left in range(size, 0, -MiB):
                 f.write(os.urandom(min(left, MiB)))
         os.replace(path + ".tmp", path)
+
+
+def small_paths():
+    return [SMALL.replace("*", str(i)) for i in range(SMALL_FILES)]
+
+
+def make_small_fixtures():
+    """The small-file flood's 20,000 random 8 KiB files, made once (about 160 MB)."""
+    os.makedirs(os.path.join(FIXTURES, "small"), exist_ok=True)
+    missing = [p for p in small_paths() if not os.path.exists(FIXTURES + p)
+               or os.path.getsize(FIXTURES + p) != SMALL_SIZE]
+    if missing:
+        log(f"  making {len(missing)} fixtures {SMALL} ({SMALL_SIZE} bytes each)")
+    for rel in missing:
+        with open(FIXTURES + rel + ".tmp", "wb") as f:
+            f.write(os.urandom(SMALL_SIZE))
+        os.replace(FIXTURES + rel + ".tmp", FIXTURES + rel)
 
 
 def prewarm(paths):
@@ -147,6 +167,13 @@ def finish_probe(tool):
     if r.errors or r.timeouts:
         tool.session.warnings.add(f"probe {r.mode}: {r.errors} errors, {r.timeouts} timeouts")
     return r
+
+
+def start_probe_args(session, port, args, seconds, source, csv_path=None):
+    """build/probe with args (a schedule, a --flood or a --hog) from source, for seconds."""
+    cmd = [session.probe, "--port", str(port), *args, "--duration", f"{seconds:g}",
+           "--from", source, "--timeout", "10", *(("--csv", csv_path) if csv_path else ())]
+    return Tool(session, cmd, seconds)
 
 
 def start_evictor(session, seconds, paths):

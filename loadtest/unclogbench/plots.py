@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 from . import PLOTS, MiB
-from .report import clog_summary
+from .report import attack_summary, clog_summary, total
 from .servers import unclog
 
 SWEEP_COLUMNS = ["x", "alone_get_p99", "warm_get_p99", "warm_gzip_p99", "cold_get_p99",
@@ -103,3 +103,52 @@ def plot(mode, rate, out, rows, warnings):
                         series=" ".join(f"{mode}-series-{p}.csv" for p in series),
                         partitions=" ".join(series), interval=f"{1000 / rate:g}")
     return made
+
+
+def short_label(c):
+    """unclog rows by scheduler and partition ("unclog fair auto"), peers by their label."""
+    if c.server != "unclog":
+        return c.label
+    return f"unclog {c.scheduler} {c.partition}" + (" -cache" if not c.cache else "")
+
+
+def write_attacks(path, rows, attacks, figures):
+    """One block per attack (gnuplot's index): config, victim alone, victim attacked."""
+    s = attack_summary(rows, figures)
+    configs = list(dict.fromkeys(r["config"] for r in rows))
+    with open(path, "w") as f:
+        for attack in attacks:
+            bulk = attack.victim == "bulk"
+            key = "victim_mb_s" if bulk else "victim_p99_ms"
+            f.write(f"# {attack.name}: config, victim {key} alone, attacked\n")
+            for c in configs:
+                alone, under = (s.get((c, attack.name, ph)) for ph in ("alone", "attacked"))
+                if not (alone and under):
+                    continue
+                vals, label = [], short_label(c)
+                for m in (alone, under):
+                    ok = bulk or total(m["rows"], "victim_ok") > 0
+                    # a p99 of 0 (nothing answered) has no place on a log scale
+                    vals.append(m[key] if ok and (bulk or m[key]) else None)
+                failed = total(under["rows"], "victim_failed")
+                label += f" ({failed} failed)" if failed else ""
+                f.write(f'"{label}" ' + " ".join("NaN" if v is None else f"{v:g}"
+                                                 for v in vals) + "\n")
+            f.write("\n\n")
+
+
+def plot_attacks(mode, out, rows, attacks, figures, warnings):
+    """MODE-attacks.svg: the victim alone and attacked, per server, one panel per attack."""
+    if not shutil.which("gnuplot"):
+        warnings.add("gnuplot not installed: no plots (apt-get install gnuplot-nox)")
+        return []
+    ran = {r["attack"] for r in rows}
+    attacks = [a for a in attacks if a.name in ran]  # --attacks may have left some out
+    if not attacks:
+        return []
+    dat = f"{mode}-attacks.dat"
+    write_attacks(os.path.join(out, dat), rows, attacks, figures)
+    titles = " ".join(f'"{a.short}"' for a in attacks)
+    bulk = [i + 1 for i, a in enumerate(attacks) if a.victim == "bulk"]  # panels in MB/s
+    return gnuplot(out, "attacks.gp", f"{mode}-attacks.svg", warnings, dat=dat,
+                   titles=titles, bulk=str(bulk[0] if bulk else 0))

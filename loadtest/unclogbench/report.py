@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import re
+import resource
 import socket
 import statistics
 import subprocess
@@ -152,6 +153,105 @@ def bench_table(rows, tests):
                          "wrk is pinned (other rows: server on CPU 0, wrk on CPU 1).\n")
 
 
+# ---- 4. the attacks between clients ---------------------------------------------
+
+def attack_summary(rows, figures):
+    """{(config, attack, phase): {figure: median}}, and the rounds' rows under "rows"."""
+    groups = {}
+    for row in rows:
+        groups.setdefault((row["config"], row["attack"], row["phase"]), []).append(row)
+    return {k: dict({f: med(sel, f) for f in figures}, rows=sel) for k, sel in groups.items()}
+
+
+def total(sel, key):
+    return sum(int(float(r[key])) for r in sel if r.get(key) not in (None, ""))
+
+
+def failed_cell(m, bulk):
+    """The victim's failures summed over rounds: "0/300", "300/300 (300 × 503)"."""
+    if m is None:
+        return "–"
+    sel = m["rows"]
+    failed, refused = total(sel, "victim_failed"), total(sel, "victim_refused")
+    of = "" if bulk else f"/{total(sel, 'victim_scheduled')}"
+    return f"{failed}{of}" + (f" ({refused} × 503)" if refused else "")
+
+
+def victim_value(m, bulk):
+    if m is None:
+        return None
+    if bulk:
+        return m["victim_mb_s"]
+    return m["victim_p99_ms"] if total(m["rows"], "victim_ok") else None
+
+
+def attacker_cell(m, attack):
+    if m is None or m["attacker_req_s"] is None:
+        return "–"
+    if attack.victim == "bulk":
+        return f"{m['attacker_mb_s']:,.0f} MB/s"
+    cell = f"{m['attacker_req_s']:,.0f} req/s"
+    if attack.name == "hog":
+        cell += (f", {m['attacker_server_closed']:,.0f} closed by the server, "
+                 f"{m['attacker_refused']:,.0f} × 503")
+    return cell
+
+
+def attacker_rate(m, attack):
+    key = "attacker_mb_s" if attack.victim == "bulk" else "attacker_req_s"
+    return m and m[key]
+
+
+def attack_table(rows, attacks, victims, figures):
+    """One line per attack and configuration: the victim alone and attacked, the attacker."""
+    s, configs, out = attack_summary(rows, figures), configs_of(rows), []
+    fifo = [c for c in configs if c.server == "unclog" and c.scheduler == "fifo"]
+    for attack in attacks:
+        if not any(name == attack.name for _, name, _ in s):
+            continue  # left out with --attacks
+        bulk = attack.victim == "bulk"
+        base = fifo and attacker_rate(s.get((fifo[0], attack.name, "attacked")), attack)
+        for i, config in enumerate(configs):
+            alone, under = (s.get((config, attack.name, ph)) for ph in ("alone", "attacked"))
+            # the attack and the victim's figure once, on the group's first line
+            what = [attack.title if i == 0 else "", victims[attack.victim][1] if i == 0 else "",
+                    config.label]
+            if alone is None and under is None:
+                out.append(what + ["–"] * 4 + [f"no /gzip on {config.server}"
+                                               if attack.gzip else "not run", "–"])
+                continue
+            a, u = victim_value(alone, bulk), victim_value(under, bulk)
+            r = ratio(u, a)
+            share = "–" if r is None else fmt(r * 100, 0) + " %" if bulk else fmt(r, 1) + "×"
+            digits = 0 if bulk else "auto"
+            out.append(what + [fmt(a, digits) if a is not None else "all failed",
+                               fmt(u, digits) if u is not None else "all failed", share,
+                               f"{failed_cell(alone, bulk)} · {failed_cell(under, bulk)}",
+                               attacker_cell(under, attack),
+                               fmt(ratio(attacker_rate(under, attack), base), 2)])
+    return table(["attack", "victim's figure", "config", "alone", "attacked",
+                  "attacked ÷ alone", "victim failed: alone · attacked", "attacker",
+                  "attacker ÷ fifo"], out)
+
+
+def attacks_section(rows, attacks, victims, figures, rounds, seconds, plots):
+    intro = ("## 4. Attacks between clients\n\n"
+             "One client attacks from 127.0.0.1 while another, the victim, runs `build/probe "
+             "--from 127.0.0.2`; both connect to 127.0.0.1, the server pinned as above. Each "
+             "attack gets a fresh server: the victim alone, then the attacker and, after its "
+             f"lead, the victim again; {seconds:g} s of victim per phase, medians over "
+             f"{rounds} round(s). Latency runs from the scheduled send time; a request that "
+             "failed (503, reset, refused connection, timeout) is counted in the failed "
+             "column (summed over rounds), not in the p99. attacked ÷ alone is the victim's "
+             "p99 inflation, or for bulk the share of its MB/s it keeps; attacker ÷ fifo is "
+             "the attacker's rate against its rate on the `unclog 64k +cache` row "
+             "(scheduler fifo, the seed's queue). `unclog auto fair +cache` is the default "
+             "configuration (access log off). The peers run with their own defaults "
+             "(limits in loadtest/README.md).\n")
+    return [intro, attack_table(rows, attacks, victims, figures)] + [
+        f"![{os.path.basename(p)}]({os.path.basename(p)})\n" for p in plots]
+
+
 # ---- sections of MODE.md -------------------------------------------------------
 
 def throughput_section(rows):
@@ -246,6 +346,10 @@ def environment(session, nice, settings):
         "wrk": cmd_out(["wrk", "-v"]),
         "nginx": cmd_out(["nginx", "-v"]),
         "node": cmd_out(["node", "--version"]),
+        "lighttpd": cmd_out(["lighttpd", "-v"]),
+        "h2o": cmd_out(["h2o", "--version"]),
+        "open files (RLIMIT_NOFILE soft/hard)": "/".join(
+            str(v) for v in resource.getrlimit(resource.RLIMIT_NOFILE)),
         "gnuplot": cmd_out(["gnuplot", "--version"]),
         "settings": json.dumps(settings) + "; unclog --threads 4" +
         ("" if session.mode == "bench" else

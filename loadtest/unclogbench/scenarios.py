@@ -21,14 +21,19 @@ from .servers import Config, peers, running, unclog
 SWEEP = ["4k", "8k", "16k", "32k", "64k", "128k", "256k", "512k", "1m", "4m", "16m", "whole"]
 
 # Each mode's settings. Durations in seconds; rates in requests per second.
+# attack_*: scenario 4 (attacks.py): rounds, seconds of victim per phase, peers.
+PARTS = ("throughput", "clog", "attacks")  # what --only can pick
 MODES = {
     "quick": dict(partitions=["4k", "64k", "1m", "whole"], fair=["auto"], rounds=3, alone=2,
                   flood=3,
                   lead=1, throughput=2, throughput_rounds=1, cold=True, peers=False,
-                  rate=200),
+                  rate=200, attack_rounds=1, attack_victim=3, attack_peers=["nginx"],
+                  only=list(PARTS)),
     "full": dict(partitions=SWEEP, fair=["auto", "64k", "1m", "whole"], rounds=3, alone=3,
                  flood=4, lead=1, throughput=2,
-                 throughput_rounds=3, cold=True, peers=True, rate=200),
+                 throughput_rounds=3, cold=True, peers=True, rate=200, attack_rounds=3,
+                 attack_victim=5, attack_peers=["nginx", "lighttpd", "h2o"],
+                 only=list(PARTS)),
     "bench": dict(rounds=3, bench=5),
 }
 
@@ -225,8 +230,10 @@ def run_clog(session, configs):
 
 
 def fairness(session):
-    """make loadtest / loadtest-full: scenarios 1, 2 and 3, and the plots."""
+    """make loadtest / loadtest-full: scenarios 1, 2 and 3 (those --only keeps), the plots."""
     s = session.settings
+    if not {"throughput", "clog"} & set(s["only"]):
+        return []
     unclogs = [unclog(p) for p in s["partitions"]]
     # The fair gateway beside the fifo sweep: the default (auto) and fixed sizes.
     unclogs += [unclog(p, scheduler="fair") for p in s["fair"]]
@@ -240,10 +247,14 @@ def fairness(session):
         # leaves the pool, the gzip probe still queues on it.
         unclogs.append(unclog("whole", cache=True))
     others = peers(session.warnings) if s["peers"] else []
-    log("throughput (scenario 1)")
-    tp = [u for u in unclogs if (u.scheduler, u.partition) == ("fair", "auto")
-          or (u.scheduler == "fifo" and u.partition in THROUGHPUT_SERVERS)] or unclogs[:1]
-    sections = report.throughput_section(run_throughput(session, tp + others))
+    sections = []
+    if "throughput" in s["only"]:
+        log("throughput (scenario 1)")
+        tp = [u for u in unclogs if (u.scheduler, u.partition) == ("fair", "auto")
+              or (u.scheduler == "fifo" and u.partition in THROUGHPUT_SERVERS)] or unclogs[:1]
+        sections += report.throughput_section(run_throughput(session, tp + others))
+    if "clog" not in s["only"]:
+        return sections
     log("clogging (scenario 2" + (", and 3: cold" if s["cold"] else "") + ")")
     rows = run_clog(session, unclogs + others)
     sections += report.clog_sections(rows, len(FLOOD), session.rate, s["cold"])

@@ -2,8 +2,9 @@
 
 Every server listens on 127.0.0.1 only and serves loadtest/fixtures/. unclog
 starts from the empty loadtest/templates/unclog.conf with its settings as
-flags; nginx gets loadtest/templates/nginx.conf filled in per variant; the
-Node.js peers are loadtest/peers/*.js.
+flags; nginx gets loadtest/templates/nginx.conf filled in per variant;
+lighttpd and h2o (the attacks' peers) get lighttpd.conf and h2o.conf, their
+own defaults otherwise; the Node.js peers are loadtest/peers/*.js.
 """
 
 import contextlib
@@ -25,14 +26,17 @@ NGINX_VARIANTS = {
     "aio 2x64k": "sendfile off; aio threads; output_buffers 2 64k;",
 }
 NODE_SCRIPTS = ("readfile", "stream")
+# Peers run with a template of their own and their defaults: setting "defaults".
+TEMPLATED = {"lighttpd": "lighttpd.conf", "h2o": "h2o.conf"}
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
     """One server configuration: the key of every row, table line and plot point."""
 
-    server: str  # "unclog", "nginx" or "node"
-    setting: str  # unclog: partition (= gzip_partition); nginx: variant; node: script
+    server: str  # "unclog", "nginx", "node", "lighttpd" or "h2o"
+    setting: str  # unclog: partition (= gzip_partition); nginx: variant; node: script;
+    # lighttpd, h2o: "defaults"
     cache: bool = False  # unclog's small-file cache (off: every read meets the pool)
     workers: int = 1
     pinned: bool = True  # server on CPU 0 and its load on CPU 1 (when there are two)
@@ -90,6 +94,23 @@ def peers(warnings):
     return found
 
 
+def installed(name):
+    return shutil.which(name) is not None or os.path.exists(f"/usr/sbin/{name}")
+
+
+def attack_peers(warnings, names):
+    """The peers of the attacks (nginx aio 2x64k, lighttpd, h2o) among names that are installed."""
+    configs = {"nginx": Config("nginx", "aio 2x64k"), "lighttpd": Config("lighttpd", "defaults"),
+               "h2o": Config("h2o", "defaults")}
+    found = []
+    for name in names:
+        if installed(name):
+            found.append(configs[name])
+        else:
+            warnings.add(f"{name} not installed: no {name} row in the attacks")
+    return found
+
+
 def http(port, path, body=None, timeout=30):
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body,
                                  method="POST" if body is not None else "GET")
@@ -117,13 +138,14 @@ class Server:
     def __init__(self, config, session):
         self.config, self.session = config, session
         self.label = config.label
-        self.gzip = config.server != "nginx"  # answers POST /gzip
+        self.gzip = config.server in ("unclog", "node")  # answers POST /gzip
         self.proc = self.port = self.logpath = self.tag = None
 
     def start(self, tag):
         """Spawns it (logs and configs named after tag) and waits until it listens."""
         self.tag = tag
-        launch = {"unclog": self._unclog, "nginx": self._nginx, "node": self._node}
+        launch = {"unclog": self._unclog, "nginx": self._nginx, "node": self._node,
+                  "lighttpd": self._templated, "h2o": self._templated}
         cmd, env, out, port = launch[self.config.server](tag)
         with open(out, "w") as logf:
             self.proc = self.session.procs.spawn(
@@ -159,6 +181,24 @@ class Server:
         self.logpath = os.path.join(prefix, "error.log")
         cmd = ["nginx", "-c", conf, "-p", prefix + "/", "-e", self.logpath,
                "-g", "daemon off; master_process off;"]
+        return cmd, None, os.path.join(prefix, "stdout.log"), port
+
+    def _templated(self, tag):
+        """lighttpd or h2o: its template filled in under tmp/, in the foreground."""
+        name = self.config.server
+        prefix = os.path.join(self.session.tmp, f"{tag}.{name}")
+        os.makedirs(prefix, exist_ok=True)
+        port = free_port()
+        # h2o started as root would switch to nobody, who may not read the fixtures.
+        user = "user: root" if os.geteuid() == 0 else ""
+        with open(os.path.join(TEMPLATES, TEMPLATED[name])) as f:
+            text = string.Template(f.read()).substitute(prefix=prefix, port=port,
+                                                        root=FIXTURES, user=user)
+        conf = os.path.join(prefix, TEMPLATED[name])
+        with open(conf, "w") as f:
+            f.write(text)
+        self.logpath = os.path.join(prefix, "error.log")
+        cmd = ["lighttpd", "-D", "-f", conf] if name == "lighttpd" else ["h2o", "-c", conf]
         return cmd, None, os.path.join(prefix, "stdout.log"), port
 
     def _node(self, tag):

@@ -1,0 +1,29 @@
+# MODE-attacks.svg: the victim alone and attacked, per server, one panel per
+# attack (MODE-attacks.dat: one block per attack, gnuplot's index; columns
+# "label" alone attacked). A line joins each server's two points: the longer
+# the line, the more the other client's attack costs the victim. The p99
+# panels are log scale (milliseconds to seconds); the bulk panel is MB/s.
+# Parameters: out, dat, titles (one quoted title per block), bulk (the bulk
+# block's number, from 1).
+height = 900
+load "common.gp"
+set multiplot layout (words(titles) + 1) / 2, 2 title "The victim alone and while another client attacks"
+set xtics rotate by -30 font ",11"
+set offsets 0.5, 0.5, 0, 0
+set key outside bottom center horizontal font ",11"
+do for [i=1:words(titles)] {
+    set title word(titles, i)
+    if (i == bulk + 0) {
+        unset logscale y
+        set yrange [0:*]
+        set ylabel "victim MB/s"
+    } else {
+        set logscale y
+        set yrange [*:*]
+        set ylabel "victim p99 ms (log)"
+    }
+    plot dat index (i - 1) using 0:2:(0):($3 - $2) with vectors nohead lw 2 lc rgb "#bbbbbb" notitle, \
+         dat index (i - 1) using 0:2:xtic(1) with points pt 6 ps 1.6 lw 2 lc rgb "#4477aa" title "alone", \
+         dat index (i - 1) using 0:3 with points pt 7 ps 1.6 lc rgb "#ee6677" title "attacked"
+}
+unset multiplot

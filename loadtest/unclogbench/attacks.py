@@ -1,0 +1,165 @@
+"""Scenario 4: the four attacks between clients (issue 17), unclog and the peers.
+
+One address attacks (127.0.0.1), another is the victim (127.0.0.2, build/probe
+--from); both connect to 127.0.0.1. Each attack gets a fresh server: first the
+victim alone, then the attacker starts and, after its lead, the victim runs
+again for as long. Rows are dicts of ATTACK_FIELDS plus "config"; report.py
+makes the table, plots.py the plot.
+"""
+
+import dataclasses
+import os
+import time
+
+from . import log
+from .load import (FLOOD, SMALL, SMALL_FILES, make_small_fixtures, prewarm, small_paths,
+                   start_probe_args)
+from .scenarios import alternate, cpu_stall_us
+from .servers import attack_peers, unclog
+
+ATTACKER, VICTIM = "127.0.0.1", "127.0.0.2"
+VICTIM_RATE = 100  # the victim's GETs per second
+VICTIM_GET = "/96k.bin"  # larger than the small-file cache takes (64k)
+HOG = 4500  # more than unclog's max_connections (4096) from one address
+
+
+@dataclasses.dataclass(frozen=True)
+class Attack:
+    name: str  # the key in the CSV: hog, files, gzip, bulk
+    short: str  # the plot's panel title
+    title: str  # the table's words for the attack
+    attacker: tuple  # build/probe's arguments
+    victim: str  # a key of VICTIMS
+    lead: float  # seconds the attacker runs before the victim starts
+    gzip: bool = False  # needs POST /gzip (unclog, Node.js)
+
+
+ATTACKS = (
+    Attack("hog", "connection hog",
+           f"connection hog: {HOG:,} keep-alive connections, one GET /1k.bin on each every 3 s",
+           ("--hog", str(HOG), "--hog-interval", "3", "--get", "/1k.bin"), "get-close", 2.0),
+    Attack("files", "small-file flood",
+           f"small-file flood: 64 connections over {SMALL_FILES:,} distinct 8 KiB files",
+           ("--flood", "64", "--get", SMALL, "--files", str(SMALL_FILES)), "get", 1.0),
+    Attack("gzip", "/gzip flood", "/gzip flood: 32 connections POSTing 64 KiB bodies",
+           ("--flood", "32", "--gzip", "--body-size", "65536"), "get", 1.0, gzip=True),
+    Attack("bulk", "bulk (16 MiB)",
+           f"bulk: 10 connections looping over the {len(FLOOD)} 16 MiB flood files",
+           ("--flood", "10", "--get", "/flood/16m-0*.bin", "--files", str(len(FLOOD))),
+           "bulk", 1.0),
+)
+
+# The victim's probe per kind, and what the table reports of it.
+VICTIMS = {
+    "get-close": (("--get", VICTIM_GET, "--rate", str(VICTIM_RATE), "--close"),
+                  f"GET 96 KiB at {VICTIM_RATE}/s, a new connection each: p99 ms"),
+    "get": (("--get", VICTIM_GET, "--rate", str(VICTIM_RATE)),
+            f"GET 96 KiB at {VICTIM_RATE}/s, keep-alive: p99 ms"),
+    "bulk": (("--flood", "1", "--get", "/16m.bin"),
+             "its own 16 MiB downloads on one connection, back to back: MB/s"),
+}
+
+ATTACK_FIELDS = ["label", "kind", "round", "attack", "phase",
+                 "victim_scheduled", "victim_ok", "victim_failed", "victim_refused",
+                 "victim_p50_ms", "victim_p99_ms", "victim_max_ms", "victim_mb_s",
+                 "victim_lag_max_ms", "attacker_req_s", "attacker_mb_s", "attacker_requests",
+                 "attacker_errors", "attacker_refused", "attacker_server_closed",
+                 "attacker_conns_opened", "cpu_pressure_pct", "series"]
+ATTACK_FIGURES = ATTACK_FIELDS[5:-1]  # the columns that have medians
+
+
+def configs(session):
+    """unclog's defaults, its fifo 64k "damage" row, and the mode's peers."""
+    s = session.settings
+    rows = [unclog("auto", scheduler="fair", cache=True),  # the defaults (access log off)
+            unclog("64k", cache=True)]  # scheduler fifo, partition 64k, the seed's send buffer
+    return rows + attack_peers(session.warnings, s["attack_peers"])
+
+
+def victim_row(res, kind):
+    """The victim's figures from its probe's JSON line."""
+    if kind == "bulk":
+        return dict(victim_scheduled="", victim_ok=res["requests"],
+                    victim_failed=res["errors"], victim_refused=res["refused"],
+                    victim_mb_s=res["mb_s"])
+    return dict(victim_scheduled=res["scheduled"], victim_ok=res["ok"],
+                victim_failed=res["errors"] + res["timeouts"], victim_refused=res["refused"],
+                victim_p50_ms=res["p50_ms"], victim_p99_ms=res["p99_ms"],
+                victim_max_ms=res["max_ms"], victim_lag_max_ms=res["send_lag_max_ms"])
+
+
+def attacker_row(res):
+    return dict(attacker_req_s=res["req_s"], attacker_mb_s=res["mb_s"],
+                attacker_requests=res["requests"], attacker_errors=res["errors"],
+                attacker_refused=res["refused"], attacker_server_closed=res["server_closed"],
+                attacker_conns_opened=res["conns_opened"])
+
+
+def phase(session, server, attack, attacked, tag):
+    """The victim for the mode's seconds, alone or after the attacker's lead; its row."""
+    seconds = session.settings["attack_victim"]
+    args, _ = VICTIMS[attack.victim]
+    csv = os.path.join(session.tmp, f"{tag}-victim.csv") if attack.victim != "bulk" else None
+    att = None
+    if attacked:
+        att = start_probe_args(session, server.port, attack.attacker,
+                               attack.lead + seconds + 0.5, ATTACKER)
+        time.sleep(attack.lead)
+    row = {"series": os.path.relpath(csv, session.out) if csv else ""}
+    row.update(victim_row(start_probe_args(session, server.port, args, seconds, VICTIM,
+                                           csv).json(), attack.victim))
+    if att:
+        row.update(attacker_row(att.json()))
+    return row
+
+
+def brief(row):
+    v = (f"victim {row['victim_mb_s']} MB/s" if row.get("victim_mb_s") not in (None, "")
+         else f"victim p99 {row['victim_p99_ms']} ms")
+    v += f", failed {row['victim_failed']} (503: {row['victim_refused']})"
+    if row.get("attacker_req_s") is not None:
+        v += (f"; attacker {row['attacker_req_s']} req/s, {row['attacker_mb_s']} MB/s,"
+              f" 503: {row['attacker_refused']}, closed by server: "
+              f"{row['attacker_server_closed']}")
+    log(f"    {row['attack']:5} {row['phase']:8} {v}")
+
+
+def run_attacks(session):
+    """Every configuration, round after round: the four attacks, each on a fresh server."""
+    make_small_fixtures()
+    rows = []
+
+    def body(server, r, attack):
+        for attacked in (False, True):
+            ph = "attacked" if attacked else "alone"
+            stall0, t0 = cpu_stall_us(), time.time()
+            row = {"label": server.label, "kind": server.config.server, "round": r,
+                   "attack": attack.name, "phase": ph, "config": server.config,
+                   **phase(session, server, attack, attacked, f"{server.tag}-{ph}")}
+            if stall0 is not None:
+                pct = (cpu_stall_us() - stall0) / ((time.time() - t0) * 1e6) * 100
+                row["cpu_pressure_pct"] = f"{pct:.1f}"
+                if not attacked and pct > 20:
+                    session.warnings.add(
+                        f"{server.label} {attack.name} round {r}: CPU pressure {pct:.0f}% "
+                        "with the victim alone: other work on this machine; expect noise")
+            if row.get("attacker_errors") and attack.name != "hog":  # a hog expects 503s
+                session.warnings.add(f"{server.label} {attack.name} round {r}: the attacker "
+                                     f"had {row['attacker_errors']} failed requests")
+            rows.append(row)
+            brief(row)
+        if server.config.server == "unclog":
+            server.save_stats(os.path.join(session.tmp, f"{server.tag}-stats.json"))
+
+    chosen = session.settings.get("attacks") or [a.name for a in ATTACKS]  # run.py checks them
+    for attack in [a for a in ATTACKS if a.name in chosen]:
+        prewarm(["/1k.bin", "/96k.bin", "/16m.bin", *FLOOD] +
+                (small_paths() if attack.name == "files" else []))
+        # of these rows only unclog has POST /gzip; the table says so for the others
+        servers = [c for c in configs(session) if not attack.gzip or c.server == "unclog"]
+        log(f"  attack: {attack.title}")
+        alternate(session, f"attack {attack.name}", f"attack-{attack.name}", servers,
+                  session.settings["attack_rounds"],
+                  lambda server, r, a=attack: body(server, r, a))
+    session.csv(f"{session.mode}-attacks.csv", ATTACK_FIELDS, rows)
+    return rows
