@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <llhttp.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -417,6 +418,21 @@ static void conn_on_connect(uv_connect_t *req, int status)
     }
 }
 
+/*
+ * Binds C to --from's address. The port is left to connect
+ * (IP_BIND_ADDRESS_NO_PORT), which picks it for the whole address pair: a
+ * port bound first would have to be free for every peer, and the thousands
+ * of sockets a hog or --close leaves in TIME_WAIT would run them out.
+ */
+static int bind_from(struct conn *c)
+{
+    uv_os_fd_t fd;
+    int one = 1;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    return uv_tcp_bind(&c->tcp, (const struct sockaddr *)&c->probe->from, 0);
+}
+
 /* Opens a connection in a free slot; returns NULL when none is free or on error. */
 static struct conn *conn_open(struct probe *p)
 {
@@ -437,7 +453,7 @@ static struct conn *conn_open(struct probe *p)
     c->probe = p;
     c->slot = slot;
     c->req = -1;
-    if (uv_tcp_init(p->loop, &c->tcp) < 0) {
+    if (uv_tcp_init_ex(p->loop, &c->tcp, AF_INET) < 0) {
         free(c);
         return NULL;
     }
@@ -449,7 +465,7 @@ static struct conn *conn_open(struct probe *p)
     uv_tcp_nodelay(&c->tcp, 1);
     struct sockaddr_in addr;
     uv_ip4_addr("127.0.0.1", p->opt.port, &addr);
-    if (p->opt.from != NULL && uv_tcp_bind(&c->tcp, (const struct sockaddr *)&p->from, 0) < 0) {
+    if (p->opt.from != NULL && bind_from(c) < 0) {
         conn_close(c);
         return NULL;
     }
