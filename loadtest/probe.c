@@ -23,8 +23,9 @@
  * uses it there).
  *
  * --hog N holds N keep-alive connections and sends one GET on each every
- * --hog-interval seconds, opening again any the server closes: a client that
- * takes connections rather than bandwidth.
+ * --hog-interval seconds; a connection the server closes is opened again at
+ * its next send: a client that takes connections rather than bandwidth (not
+ * a connect flood).
  *
  * For the attacks between clients: --from binds every connection to a
  * source address in 127/8, so that the server sees distinct clients;
@@ -117,6 +118,7 @@ struct probe {
     long backlog_head, backlog_tail;
     struct sample *samples;
     struct conn **slots; /* opt.max_conns of them */
+    uint64_t *reopen_ns; /* MODE_HOG: when each empty slot opens again */
     struct conn *idle;
     int live; /* connections not closing */
     long opened;
@@ -233,7 +235,11 @@ static void idle_push(struct probe *p, struct conn *c)
 static void conn_on_close(uv_handle_t *handle)
 {
     struct conn *c = handle->data;
-    c->probe->slots[c->slot] = NULL;
+    struct probe *p = c->probe;
+    p->slots[c->slot] = NULL;
+    if (p->opt.mode == MODE_HOG) {
+        p->reopen_ns[c->slot] = uv_hrtime() + (uint64_t)(p->opt.hog_interval * NS_PER_SEC);
+    }
     free(c);
 }
 
@@ -433,19 +439,9 @@ static int bind_from(struct conn *c)
     return uv_tcp_bind(&c->tcp, (const struct sockaddr *)&c->probe->from, 0);
 }
 
-/* Opens a connection in a free slot; returns NULL when none is free or on error. */
-static struct conn *conn_open(struct probe *p)
+/* Opens a connection in SLOT, which is free; returns NULL on error. */
+static struct conn *conn_open_at(struct probe *p, int slot)
 {
-    int slot = -1;
-    for (int i = 0; i < p->opt.max_conns; i++) {
-        if (p->slots[i] == NULL) {
-            slot = i;
-            break;
-        }
-    }
-    if (slot < 0) {
-        return NULL;
-    }
     struct conn *c = calloc(1, sizeof *c);
     if (c == NULL) {
         return NULL;
@@ -493,6 +489,17 @@ static void conn_build(struct conn *c)
     }
     memcpy(c->out_buf + n, star + 1, after);
     c->out = uv_buf_init(c->out_buf, (unsigned)((size_t)n + after));
+}
+
+/* Opens a connection in a free slot; returns NULL when none is free or on error. */
+static struct conn *conn_open(struct probe *p)
+{
+    for (int i = 0; i < p->opt.max_conns; i++) {
+        if (p->slots[i] == NULL) {
+            return conn_open_at(p, i);
+        }
+    }
+    return NULL;
 }
 
 static void conn_send(struct conn *c, long req)
@@ -612,9 +619,10 @@ static void flood_tick(struct probe *p)
 }
 
 /*
- * A hog's tick: stops when its time is up, opens again what the server
- * closed (at most 256 a tick, so a refusing server is not hammered), and
- * sends on each idle connection whose time has come.
+ * A hog's tick: stops when its time is up, opens each empty slot whose time
+ * has come (all at the start, at most 256 a tick; then one the server closed
+ * at what would have been its next send), and sends on each idle connection
+ * whose time has come.
  */
 static void hog_tick(struct probe *p)
 {
@@ -630,8 +638,11 @@ static void hog_tick(struct probe *p)
     int opened = 0;
     for (int i = 0; i < p->opt.hog; i++) {
         struct conn *c = p->slots[i];
-        if (c == NULL && opened < 256) {
-            c = conn_open(p);
+        if (c == NULL) {
+            if (opened == 256 || now < p->reopen_ns[i]) {
+                continue;
+            }
+            c = conn_open_at(p, i);
             opened++;
             if (c != NULL) {
                 /* spread over the interval, so that the sends do not come in one burst */
@@ -1009,7 +1020,9 @@ int main(int argc, char **argv)
     p->samples = calloc((size_t)p->total, sizeof *p->samples);
     p->backlog = calloc((size_t)p->total, sizeof *p->backlog);
     p->slots = calloc((size_t)p->opt.max_conns, sizeof *p->slots);
-    if (p->samples == NULL || p->backlog == NULL || p->slots == NULL || build_request(p) < 0) {
+    p->reopen_ns = calloc((size_t)p->opt.max_conns, sizeof *p->reopen_ns);
+    if (p->samples == NULL || p->backlog == NULL || p->slots == NULL || p->reopen_ns == NULL ||
+        build_request(p) < 0) {
         fprintf(stderr, "probe: out of memory\n");
         return 1;
     }
@@ -1052,6 +1065,7 @@ int main(int argc, char **argv)
     free(p->samples);
     free(p->backlog);
     free(p->slots);
+    free(p->reopen_ns);
     free(p->win);
     free(p->request.base);
     if (uv_loop_close(p->loop) != 0) {
