@@ -81,6 +81,7 @@ static void server_finish(struct server *srv)
     server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
     server__close_handle(srv, (uv_handle_t *)&srv->sighup);
     gateway_close(&srv->gateway);
+    pump_sender_close(&srv->sender);
     access_log_close(&srv->access);
 }
 
@@ -129,8 +130,11 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->root_len = strlen(srv->root);
     gateway_init(&srv->gateway, loop, (enum sched_mode)cfg->scheduler, cfg->threads);
     budget_init(&srv->budget, cfg->max_buffer_memory);
-    srv->pump_env = (struct pump_env){
-        .gateway = &srv->gateway, .budget = &srv->budget, .bytes_sent = &srv->bytes_sent};
+    pump_sender_init(&srv->sender, loop, cfg->send_turn);
+    srv->pump_env = (struct pump_env){.gateway = &srv->gateway,
+                                      .budget = &srv->budget,
+                                      .bytes_sent = &srv->bytes_sent,
+                                      .sender = &srv->sender};
     server__apply_to_pumps(srv);
     srv->conn_env = (struct conn_env){.loop = loop,
                                       .owner = srv,
@@ -158,6 +162,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                     modules[i]->fini(srv, srv->module_state[i]);
             }
             gateway_close(&srv->gateway);
+            pump_sender_close(&srv->sender);
             return err;
         }
     }
@@ -223,10 +228,12 @@ fail_close_handles:
 fail_close_log:
     access_log_close(&srv->access);
     gateway_close(&srv->gateway);
+    pump_sender_close(&srv->sender);
     return rc;
 fail_close_fd:
     if (listen_fd >= 0)
         close(listen_fd);
     gateway_close(&srv->gateway);
+    pump_sender_close(&srv->sender);
     return rc;
 }
