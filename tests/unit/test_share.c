@@ -42,6 +42,15 @@ static const char *drain(struct share *s, int limit)
     return out;
 }
 
+/* A share whose turns take one write each, with the turn full: every
+ * write admitted waits. */
+static void stalled(struct share *s)
+{
+    share_init(s, 1);
+    share_turn(s);
+    s->turn_used = 1;
+}
+
 static void test_at_once(void)
 {
     struct share s;
@@ -66,9 +75,7 @@ static void test_at_once(void)
 static void test_many_against_one(void)
 {
     struct share s;
-    share_init(&s, 1);
-    share_turn(&s);
-    s.turn_used = 1; /* the turn is full: everything waits */
+    stalled(&s);
     for (int i = 0; i < 10; i++)
         share_admit(&s, item(i, ATTACKER, 1 * MB));
     share_admit(&s, item(10, VICTIM, 1 * MB));
@@ -97,9 +104,7 @@ static void test_many_against_one(void)
 static void test_by_bytes(void)
 {
     struct share s;
-    share_init(&s, 1);
-    share_turn(&s);
-    s.turn_used = 1;
+    stalled(&s);
     for (int i = 0; i < 32; i++)
         share_admit(&s, item(i, ATTACKER, 64 * KB));
     share_admit(&s, item(100, VICTIM, 1 * MB));
@@ -123,9 +128,7 @@ static void test_by_bytes(void)
 static void test_debt(void)
 {
     struct share s;
-    share_init(&s, 1);
-    share_turn(&s);
-    s.turn_used = 1;
+    stalled(&s);
     share_admit(&s, item(0, VICTIM, 4 * MB));
     share_admit(&s, item(1, VICTIM, 4 * MB));
     share_admit(&s, item(2, ATTACKER, 64 * KB));
@@ -133,7 +136,6 @@ static void test_debt(void)
     share_admit(&s, item(4, ATTACKER, 64 * KB));
     is_str(drain(&s, 8), "0 2 3 4 1", "a 4 MiB write is paid for before its client writes again");
     ok(!share_waiting(&s), "nothing waits");
-    share_turn(&s);
     s.turn_used = 1;
     share_admit(&s, item(5, VICTIM, 64 * KB));
     share_admit(&s, item(6, ATTACKER, 64 * KB));
@@ -143,9 +145,7 @@ static void test_debt(void)
 static void test_remove(void)
 {
     struct share s;
-    share_init(&s, 1);
-    share_turn(&s);
-    s.turn_used = 1;
+    stalled(&s);
     share_admit(&s, item(0, ATTACKER, 1 * MB));
     share_admit(&s, item(1, VICTIM, 1 * MB));
     share_admit(&s, item(2, VICTIM, 1 * MB));
@@ -162,9 +162,7 @@ static void test_remove(void)
 static void test_huge(void)
 {
     struct share s;
-    share_init(&s, 1);
-    share_turn(&s);
-    s.turn_used = 1;
+    stalled(&s);
     share_admit(&s, item(0, ATTACKER, 1024 * MB));
     share_admit(&s, item(1, ATTACKER, 1024 * MB));
     share_admit(&s, item(2, VICTIM, 1024 * MB));
