@@ -89,9 +89,14 @@ static void pump_on_write(uv_write_t *req, int status)
     finish_if_idle(pump);
 }
 
-/* Hands SLOT's bytes, decided by write_slot, to the socket. */
+/* Hands SLOT's bytes, decided by write_slot, to the socket; not those of
+ * a response that failed while they waited. */
 static void issue(struct pump *pump, struct pump_slot *slot)
 {
+    if (pump->failed || pump->stopping) {
+        slot->busy = false;
+        return;
+    }
     pump->sent += slot->len;
     *pump->env->bytes_sent += slot->len;
     int rc = uv_write(&slot->req, pump->stream, slot->bufs, slot->nbufs, pump_on_write);
