@@ -90,7 +90,7 @@ static const struct config_key core_keys[] = {
      "socket send buffer per connection (SO_SNDBUF); off: the kernel's autotuning, which a fixed "
      "size turns off (and with it a window larger than twice the size)",
      CONFIG_RELOAD, NULL},
-    {"send_lowat", CONFIG_SIZE, CONFIG_FIELD(struct config, send_lowat), 4096, 64 * MIB, "128k",
+    {"send_lowat", CONFIG_SIZE, CONFIG_FIELD(struct config, send_lowat), 4096, 64 * MIB, "1m",
      "SIZE|off",
      "unsent bytes a connection's socket takes beyond what it has sent (TCP_NOTSENT_LOWAT): "
      "bounds what one write hands the kernel without capping the window",
