@@ -85,10 +85,19 @@ static const struct config_key core_keys[] = {
      "TIME", "longest silence while a request body is read (408 beyond)", CONFIG_RELOAD, NULL},
     {"keepalive_timeout", CONFIG_MS, CONFIG_FIELD(struct config, keepalive_timeout), 1, 3600000,
      "5s", "TIME", "idle time allowed between requests on a connection", CONFIG_RELOAD, NULL},
-    {"send_buffer", CONFIG_SIZE, CONFIG_FIELD(struct config, send_buffer), 4096, 64 * MIB, "256k",
+    {"send_buffer", CONFIG_SIZE, CONFIG_FIELD(struct config, send_buffer), 4096, 64 * MIB, "off",
      "SIZE|off",
-     "socket send buffer per connection (SO_SNDBUF): bounds the bytes one write hands the "
-     "kernel, so one big piece cannot hold the loop",
+     "socket send buffer per connection (SO_SNDBUF); off: the kernel's autotuning, which a fixed "
+     "size turns off (and with it a window larger than twice the size)",
+     CONFIG_RELOAD, NULL},
+    {"send_lowat", CONFIG_SIZE, CONFIG_FIELD(struct config, send_lowat), 4096, 64 * MIB, "1m",
+     "SIZE|off",
+     "unsent bytes a connection's socket takes beyond what it has sent (TCP_NOTSENT_LOWAT): "
+     "bounds what one write hands the kernel without capping the window",
+     CONFIG_RELOAD, NULL},
+    {"send_turn", CONFIG_SIZE, CONFIG_FIELD(struct config, send_turn), 1, GIB, "256k", "SIZE",
+     "bytes the loop hands the kernel per turn; beyond them writes wait, and clients take turns "
+     "by bytes, however many connections each has",
      CONFIG_RELOAD, NULL},
     {"max_buffer_memory", CONFIG_SIZE, CONFIG_FIELD(struct config, max_buffer_memory), 1,
      1ULL << 40, "256m", "SIZE",

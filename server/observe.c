@@ -212,4 +212,5 @@ void server_snapshot(const struct server *srv, struct snapshot *s)
     }
     responses_stats(srv, s);
     gateway_stats(&srv->gateway, s);
+    pump_sender_stats(&srv->sender, s);
 }

@@ -13,6 +13,7 @@ void server__apply_to_pumps(struct server *srv)
     srv->pump_env.partition = (struct pump_partition){
         .size = cfg->partition, .min = cfg->partition_min, .max = cfg->partition_max};
     srv->pump_env.disk = cfg->emulate_disk;
+    pump_sender_set_turn(&srv->sender, cfg->send_turn);
 }
 
 /* Reopens the access log for a reload: the new one is opened before the old

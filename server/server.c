@@ -95,6 +95,7 @@ static void server_finish(struct server *srv)
     server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
     server__close_handle(srv, (uv_handle_t *)&srv->sighup);
     gateway_close(&srv->gateway);
+    pump_sender_close(&srv->sender);
     access_log_close(&srv->access);
 }
 
@@ -145,11 +146,13 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->gateway.ran = server_on_job_ran;
     srv->gateway.ran_arg = srv;
     budget_init(&srv->budget, cfg->max_buffer_memory);
+    pump_sender_init(&srv->sender, loop, cfg->send_turn);
     srv->pump_env = (struct pump_env){.gateway = &srv->gateway,
                                       .budget = &srv->budget,
                                       .bytes_sent = &srv->bytes_sent,
                                       .sent = server_on_sent,
-                                      .sent_arg = srv};
+                                      .sent_arg = srv,
+                                      .sender = &srv->sender};
     server__apply_to_pumps(srv);
     srv->conn_env = (struct conn_env){.loop = loop,
                                       .owner = srv,
@@ -177,6 +180,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                     modules[i]->fini(srv, srv->module_state[i]);
             }
             gateway_close(&srv->gateway);
+            pump_sender_close(&srv->sender);
             return err;
         }
     }
@@ -242,10 +246,12 @@ fail_close_handles:
 fail_close_log:
     access_log_close(&srv->access);
     gateway_close(&srv->gateway);
+    pump_sender_close(&srv->sender);
     return rc;
 fail_close_fd:
     if (listen_fd >= 0)
         close(listen_fd);
     gateway_close(&srv->gateway);
+    pump_sender_close(&srv->sender);
     return rc;
 }

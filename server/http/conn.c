@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -683,11 +685,16 @@ static void conn_on_pump_done(struct pump *pump, int status)
 static int open_socket(struct conn *c, int fd, struct client_addr *client)
 {
     const struct config *cfg = conn__cfg(c);
-    /* A bounded send buffer bounds what one write does inline on the loop
-     * thread: on loopback the kernel's whole TCP path runs in write(). */
+    /* A fixed send buffer (send_buffer) turns the kernel's autotuning off;
+     * TCP_NOTSENT_LOWAT (send_lowat) bounds only the unsent bytes, so one
+     * write's work on the loop thread stays bounded (on loopback the
+     * kernel's whole TCP path runs in write()) whatever the window. */
     int sndbuf = (int)cfg->send_buffer;
     if (sndbuf > 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    int lowat = (int)cfg->send_lowat;
+    if (lowat > 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
     int rc = uv_tcp_open(&c->tcp, fd);
     if (rc < 0)
         return rc;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "server/base/config.h"
+#include "server/base/snapshot.h"
 #include "server/base/util.h"
 
 static const char crlf[] = "\r\n";
@@ -58,6 +59,19 @@ static void finish_if_idle(struct pump *pump)
     pump->done(pump, pump->failed || !pump->eof ? UV_ECANCELED : 0);
 }
 
+/* Writes of PUMP still waiting for their turn will not go: the response
+ * failed or stops. */
+static void drop_waiting(struct pump *pump)
+{
+    for (int i = 0; i < 2; i++) {
+        struct pump_slot *slot = &pump->slots[i];
+        if (slot->turn.queued) {
+            share_remove(&pump->env->sender->share, &slot->turn);
+            slot->busy = false;
+        }
+    }
+}
+
 static void pump_on_write(uv_write_t *req, int status)
 {
     struct pump_slot *slot = container_of(req, struct pump_slot, req);
@@ -65,6 +79,7 @@ static void pump_on_write(uv_write_t *req, int status)
     slot->busy = false;
     if (status < 0) {
         pump->failed = true;
+        drop_waiting(pump);
         /* Nobody will read what a queued fill would produce. */
         if (pump->filling >= 0)
             gateway_cancel(&pump->fill.job);
@@ -74,11 +89,30 @@ static void pump_on_write(uv_write_t *req, int status)
     finish_if_idle(pump);
 }
 
-/* Hands SLOT's piece to the socket, with the head before the first piece
- * and the chunk framing around it. */
-static void write_slot(struct pump *pump, struct pump_slot *slot)
+/* Hands SLOT's bytes, decided by write_slot, to the socket; not those of
+ * a response that failed while they waited. */
+static void issue(struct pump *pump, struct pump_slot *slot)
 {
-    uv_buf_t bufs[5];
+    if (pump->failed || pump->stopping) {
+        slot->busy = false;
+        return;
+    }
+    pump->sent += slot->len;
+    *pump->env->bytes_sent += slot->len;
+    if (pump->env->sent != NULL)
+        pump->env->sent(pump->env->sent_arg, pump->flow, slot->len);
+    int rc = uv_write(&slot->req, pump->stream, slot->bufs, slot->nbufs, pump_on_write);
+    if (rc < 0) {
+        slot->busy = false;
+        pump->failed = true;
+    }
+}
+
+/* Decides what SLOT's write hands the socket: the head before the first
+ * piece, the chunk framing around it. Returns its bytes. */
+static size_t frame_slot(struct pump *pump, struct pump_slot *slot)
+{
+    uv_buf_t *bufs = slot->bufs;
     unsigned n = 0;
     if (pump->head != NULL) {
         bufs[n++] = uv_buf_init((char *)pump->head, (unsigned)pump->head_len);
@@ -94,19 +128,32 @@ static void write_slot(struct pump *pump, struct pump_slot *slot)
         bufs[n++] = uv_buf_init((char *)crlf, 2);
     if (pump->chunked && pump->eof)
         bufs[n++] = uv_buf_init((char *)last_chunk, sizeof last_chunk - 1);
-    if (n == 0) {
+    slot->nbufs = n;
+    size_t bytes = 0;
+    for (unsigned i = 0; i < n; i++)
+        bytes += bufs[i].len;
+    return bytes;
+}
+
+static bool sender_admit(struct pump_sender *snd, struct share_item *item);
+
+/* Hands SLOT's piece to the socket, now or at its turn (the slot stays
+ * busy while it waits). */
+static void write_slot(struct pump *pump, struct pump_slot *slot)
+{
+    size_t bytes = frame_slot(pump, slot);
+    if (bytes == 0) {
         slot->busy = false;
         return;
     }
-    pump->sent += slot->len;
-    *pump->env->bytes_sent += slot->len;
-    if (pump->env->sent != NULL)
-        pump->env->sent(pump->env->sent_arg, pump->flow, slot->len);
-    int rc = uv_write(&slot->req, pump->stream, bufs, n, pump_on_write);
-    if (rc < 0) {
-        slot->busy = false;
-        pump->failed = true;
+    struct pump_sender *snd = pump->env->sender;
+    if (snd != NULL) {
+        slot->turn.flow = pump->flow;
+        slot->turn.bytes = bytes;
+        if (!sender_admit(snd, &slot->turn))
+            return;
     }
+    issue(pump, slot);
 }
 
 void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes)
@@ -322,6 +369,7 @@ void pump_stop(struct pump *pump)
     if (pump->src == NULL)
         return;
     pump->stopping = true;
+    drop_waiting(pump);
     if (pump->waiting) {
         pump->waiting = false;
         budget_cancel(pump->env->budget, &pump->wait);
@@ -329,6 +377,132 @@ void pump_stop(struct pump *pump)
     if (pump->filling >= 0)
         gateway_cancel(&pump->fill.job);
     finish_if_idle(pump);
+}
+
+/* ---- the sender: the loop's writes, in turns ----------------------------- */
+
+/* A turn begins after each poll: the writes that wait get theirs, as far
+ * as it goes. */
+static void sender_on_check(uv_check_t *check)
+{
+    struct pump_sender *snd = container_of(check, struct pump_sender, check);
+    bool wrote = snd->share.turn_used > 0;
+    share_turn(&snd->share);
+    struct share_item *item;
+    while ((item = share_next(&snd->share)) != NULL) {
+        struct pump_slot *slot = container_of(item, struct pump_slot, turn);
+        struct pump *pump = slot->pump;
+        issue(pump, slot);
+        finish_if_idle(pump); /* may end the response, even the connection */
+    }
+    if (share_waiting(&snd->share))
+        return;
+    uv_idle_stop(&snd->idle);
+    /* A turn that wrote ends at the next poll; an empty one needs no end. */
+    if (!wrote && snd->share.turn_used == 0) {
+        uv_check_stop(&snd->check);
+        snd->turning = false;
+    }
+}
+
+static void sender_on_idle(uv_idle_t *idle)
+{
+    (void)idle; /* only there so that the poll does not block */
+}
+
+/* ITEM wants to be written: true if it goes now. Else it waits, and the
+ * loop does not block until its turn comes. */
+static bool sender_admit(struct pump_sender *snd, struct share_item *item)
+{
+    bool now = share_admit(&snd->share, item);
+    if (!snd->turning) {
+        uv_check_start(&snd->check, sender_on_check);
+        snd->turning = true;
+    }
+    if (!now)
+        uv_idle_start(&snd->idle, sender_on_idle);
+    return now;
+}
+
+void pump_sender_init(struct pump_sender *snd, uv_loop_t *loop, size_t turn_bytes)
+{
+    *snd = (struct pump_sender){0};
+    share_init(&snd->share, turn_bytes);
+    uv_check_init(loop, &snd->check); /* cannot fail */
+    uv_idle_init(loop, &snd->idle);
+    /* They run for the connections, which keep the loop alive. */
+    uv_unref((uv_handle_t *)&snd->check);
+    uv_unref((uv_handle_t *)&snd->idle);
+}
+
+void pump_sender_set_turn(struct pump_sender *snd, size_t turn_bytes)
+{
+    share_set_turn(&snd->share, turn_bytes);
+}
+
+void pump_sender_close(struct pump_sender *snd)
+{
+    if (snd->closing)
+        return;
+    snd->closing = true;
+    uv_close((uv_handle_t *)&snd->check, NULL);
+    uv_close((uv_handle_t *)&snd->idle, NULL);
+}
+
+static const struct snap_def send_turn_def = {
+    .key = "turn_bytes",
+    .metric = "unclog_send_turn_bytes",
+    .help = "Bytes the loop hands the kernel per turn before the writes that wait take turns by "
+            "client (send_turn)."};
+static const struct snap_def send_at_once_def = {
+    .key = "at_once",
+    .metric = "unclog_send_writes_at_once_total",
+    .kind = SNAP_COUNTER,
+    .help =
+        "Response writes handed to the kernel as they came: nothing waited, the turn had room."};
+static const struct snap_def send_deferred_def = {
+    .key = "deferred",
+    .metric = "unclog_send_writes_deferred_total",
+    .kind = SNAP_COUNTER,
+    .help = "Response writes that waited for a later turn of the loop, in their client's queue."};
+static const struct snap_def send_contended_def = {
+    .key = "contended",
+    .metric = "unclog_send_writes_contended_total",
+    .kind = SNAP_COUNTER,
+    .help = "Waiting writes handed out while two clients or more had writes waiting."};
+static const struct snap_def send_turns_def = {
+    .key = "turns",
+    .metric = "unclog_send_turns_total",
+    .kind = SNAP_COUNTER,
+    .help = "Turns of the loop that began with writes waiting."};
+static const struct snap_def send_waiting_def = {
+    .key = "waiting_clients",
+    .metric = "unclog_send_waiting_clients",
+    .help = "Clients (hash buckets) with writes waiting now."};
+static const struct snap_def send_clients_max_def = {
+    .key = "waiting_clients_max",
+    .metric = "unclog_send_waiting_clients_max",
+    .help = "Most clients (hash buckets) with writes waiting at once: a client's connections "
+            "wait in one queue."};
+static const struct snap_def send_lag_def = {
+    .key = "lag_max",
+    .metric = "unclog_send_lag_max_bytes",
+    .help = "Most bytes one client with writes waiting was handed beyond another waiting one, "
+            "counted from when both waited: at most a quantum (64 KiB) and one write."};
+
+void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s)
+{
+    const struct share *sh = &snd->share;
+    snap_open(s, "send", NULL);
+    snap_add(s, &send_turn_def, sh->turn_bytes);
+    snap_add(s, &send_at_once_def, sh->counters.at_once);
+    snap_add(s, &send_deferred_def, sh->counters.deferred);
+    snap_add(s, &send_contended_def, sh->counters.contended);
+    snap_add(s, &send_turns_def, sh->counters.turns);
+    snap_add(s, &send_waiting_def, sh->active);
+    snap_add(s, &send_clients_max_def, sh->counters.clients_max);
+    snap_add(s, &send_lag_def, sh->counters.lag_max);
+    snap_close(s);
 }
 
 /* ---- the file source ------------------------------------------------------ */

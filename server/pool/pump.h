@@ -8,6 +8,9 @@
 #include "server/pool/budget.h"
 #include "server/base/config.h"
 #include "server/pool/gateway.h"
+#include "server/pool/share.h"
+
+struct snapshot;
 
 /* The chunked reader. A pump moves bytes that a *source* produces on the
  * threadpool (file reads, deflate slices) to a connection's socket:
@@ -92,6 +95,31 @@ struct pump_partition {
  * REMAINING or PUMP_PIECE_MAX, and at least 1. Pure. */
 size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining);
 
+/* The loop's writes, shared by client (server/pool/share.h): owns the
+ * share and the two handles that run its turns, a check handle that begins
+ * a turn after each poll of the loop while the last one wrote, and an idle
+ * handle that keeps the loop from blocking while writes wait. Owned by the
+ * server, one per loop. */
+struct pump_sender {
+    struct share share;
+    uv_check_t check;
+    uv_idle_t idle;
+    bool turning; /* check is running */
+    bool closing;
+};
+
+/* Prepares SND on LOOP, its turns handing the kernel TURN_BYTES. */
+void pump_sender_init(struct pump_sender *snd, uv_loop_t *loop, size_t turn_bytes);
+
+/* Changes the bytes of a turn (send_turn), from the next write on. */
+void pump_sender_set_turn(struct pump_sender *snd, size_t turn_bytes);
+
+/* Closes SND's handles. No write may wait: every pump is idle. */
+void pump_sender_close(struct pump_sender *snd);
+
+/* Adds SND's counters to S, as the object "send". */
+void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s);
+
 /* What every pump of a server shares: where fills and memory come from, and
  * the settings a live change makes reach responses in flight, read as each
  * fill starts. Owned by the server. */
@@ -105,6 +133,7 @@ struct pump_env {
      * its body bytes. NULL: nobody. */
     void (*sent)(void *arg, uint64_t flow, size_t bytes);
     void *sent_arg;
+    struct pump_sender *sender; /* whose turn it is to write; NULL: every write goes at once */
 };
 
 struct pump;
@@ -119,7 +148,10 @@ struct pump_slot {
     char *buf; /* owned by the pump; reused across responses */
     size_t len;
     char frame[24]; /* chunk-size line when chunked */
-    bool busy;      /* being filled, or written and not yet confirmed */
+    bool busy;      /* being filled, waiting for its turn, or written and not yet confirmed */
+    struct share_item turn; /* waiting for its turn to be written */
+    uv_buf_t bufs[5];       /* what the write hands the socket, set as it is decided */
+    unsigned nbufs;
 };
 
 /* One fill on the pool: all that the work half may touch. */

@@ -99,7 +99,11 @@ def stalled_gzip(kind, chunk):
     n = 16
     # A busy machine may leave an upload unread for seconds: the body
     # timeout must not be what ends it here.
-    with Server(files={"small.txt": SMALL}, args=["--body-timeout", "60s"]) as srv:
+    # The socket holds what it held when this was written (a fixed send
+    # buffer; send_buffer defaults to the kernel's autotuning, send_lowat to
+    # a bound on unsent bytes), so that 8 slices of each upload complete.
+    args = ["--body-timeout", "60s", "--send-buffer", "256k", "--send-lowat", "off"]
+    with Server(files={"small.txt": SMALL}, args=args) as srv:
         base = srv.rss_kib()
         clients = [Conn(srv.port, rcvbuf=64 * KiB) for _ in range(n)]
 

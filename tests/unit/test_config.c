@@ -146,7 +146,9 @@ static void test_defaults_and_set(void)
     is_int(cfg.scheduler, 1, "default scheduler: fair");
     is_int(config_set(&cfg, "gzip_partition", "auto", err), -1, "gzip_partition has no auto");
     is_int(config_set(&cfg, "scheduler", "fifo", err), 0, "scheduler fifo");
-    is_int(cfg.send_buffer, 256 << 10, "default send_buffer");
+    is_int(cfg.send_buffer, 0, "default send_buffer: off, the kernel's autotuning");
+    is_int(cfg.send_lowat, 1 << 20, "default send_lowat");
+    is_int(cfg.send_turn, 256 << 10, "default send_turn");
     is_int(config_set(&cfg, "send_buffer", "off", err), 0, "send_buffer off");
     is_int(cfg.send_buffer, 0, "  is 0: the kernel's own");
     is_int(config_set(&cfg, "send_buffer", "1k", err), -1, "send_buffer below 4k refused");

@@ -1,0 +1,89 @@
+#ifndef UNCLOG_SHARE_H
+#define UNCLOG_SHARE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The send share: the policy that decides which response's write the loop
+ * hands the kernel next, as pure code (no loop, no clock).
+ *
+ * The loop writes in *turns* (one pass of the loop). A turn hands the
+ * kernel writes until TURN_BYTES have gone (the write that crosses the bound
+ * still goes, so a turn always makes progress). While nothing waits and the
+ * turn has room, a write goes at once: a lone client, or a server with room
+ * to spare, never waits. Once a turn is full, writes wait in their
+ * client's queue (its flow, hashed into SHARE_BUCKETS buckets: nothing is
+ * allocated per client), and the next turns serve the queues by deficit
+ * round robin by bytes: each visit adds SHARE_QUANTUM to a client's credit,
+ * and a client may go into debt by at most one write, which it pays back
+ * before it writes again. A client with many connections thus gets the
+ * same bytes as a client with one while both wait (max-min: a client that
+ * wants less than its share gets all it wants, the others share the rest),
+ * and a queue that empties leaves only its debt, forgotten once no client
+ * waits. Within a client, writes go in the order they came. */
+
+#define SHARE_BUCKETS 64
+#define SHARE_QUANTUM ((size_t)64 << 10)
+
+/* A write waiting for its turn; embedded in its owner (a pump slot). */
+struct share_item {
+    struct share_item *next;
+    uint64_t flow;
+    size_t bytes;
+    bool queued;
+};
+
+struct share_bucket {
+    struct share_item *head, *tail;
+    int64_t credit;  /* bytes it may still write in this round; < 0: its debt */
+    uint64_t served; /* bytes granted since it began to wait (see lag) */
+    uint64_t epoch;  /* the credit counts only in this epoch */
+    int next;        /* the next bucket in the ring, or -1 */
+    bool active;     /* in the ring: has writes waiting */
+    bool visited;    /* got its quantum at this visit */
+};
+
+struct share_counters {
+    uint64_t at_once;     /* writes that went as they came */
+    uint64_t deferred;    /* writes that waited for a later turn */
+    uint64_t turns;       /* turns that served waiting writes */
+    uint64_t contended;   /* writes granted while two clients or more waited */
+    uint64_t lag_max;     /* most bytes one waiting client got beyond another since both waited */
+    uint64_t clients_max; /* most clients with writes waiting at once */
+};
+
+struct share {
+    struct share_bucket buckets[SHARE_BUCKETS];
+    int head, tail; /* the ring of buckets with writes waiting, in turn order */
+    unsigned active;
+    uint64_t epoch; /* grows each time no client waits any more */
+    size_t turn_bytes, turn_used;
+    struct share_counters counters;
+};
+
+/* An empty share whose turns hand the kernel TURN_BYTES (at least 1). */
+void share_init(struct share *s, size_t turn_bytes);
+
+/* Changes the bytes of a turn, from the next write on. */
+void share_set_turn(struct share *s, size_t turn_bytes);
+
+/* ITEM (its flow and bytes set) wants to be written: returns true if it may
+ * go now, false if it waits (share_next hands it out later). */
+bool share_admit(struct share *s, struct share_item *item);
+
+/* A new turn begins: the loop passed once more. */
+void share_turn(struct share *s);
+
+/* The next waiting write this turn may hand the kernel, removed from its
+ * queue; NULL when the turn is full or nothing waits. */
+struct share_item *share_next(struct share *s);
+
+/* Whether any write waits. */
+bool share_waiting(const struct share *s);
+
+/* ITEM, waiting, will not be written (its response stops): leaves its
+ * queue. Does nothing when it is not waiting. */
+void share_remove(struct share *s, struct share_item *item);
+
+#endif
