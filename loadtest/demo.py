@@ -570,24 +570,16 @@ def warm_up(ctx, args, step, alines, port):
     step.begin = time.monotonic()
 
 
-def attack_banner(port, pids, args):
-    url = f"http://127.0.0.1:{port}"
-    log(f"started: {', '.join(f'{name} pid {pid}' for name, pid in pids)}")
-    log(f"""
-Dashboard: {url}/.unclog/dashboard
-  the victim ({VICTIM_FROM}): {args.rate:g} GET/s of a 96 KiB file, a new connection each
-  the attacker ({ATTACKER_FROM}): a connection hog, a small-file flood, a /gzip flood,
+ATTACK_SAY = """\
+  the victim ({victim}): {rate:g} GET/s of a 96 KiB file, a new connection each
+  the attacker ({attacker}): a connection hog, a small-file flood, a /gzip flood,
   each under scheduler fifo (the damage), then fair (the default: no damage)
   the dashboard shows the victim's p99 and the attacker at the top of the client table
-Ctrl-C stops everything.
-""")
-    log(AttackTicker.HEADER)
+"""
 
 
 def run_attack(args, procs):
     """The attack act: each attack under each scheduler, then the table."""
-    if not all(os.access(x, os.X_OK) for x in (args.unclog, args.probe)):
-        sys.exit("build/unclog or build/probe missing: run make build/unclog build/probe")
     log(f"demo docroot {os.path.relpath(args.dir)}: {args.attack_files:,} files of 8 KiB in "
         f"many/, {VICTIM} of 96 KiB, {SMALL} of 1 KiB")
     make_attack_root(args.dir, args.attack_files)
@@ -599,7 +591,9 @@ def run_attack(args, procs):
     victim, lines = start_victim(procs, args, port,  # 2 s more: a late step's last seconds
                                  sum(args.phase + s.warm + GAP for s in steps) + 2, csv)
     start = time.monotonic()
-    attack_banner(port, [("unclog", server.pid), ("victim probe", victim.pid)], args)
+    banner(port, [("unclog", server.pid), ("victim probe", victim.pid)],
+           ATTACK_SAY.format(victim=VICTIM_FROM, rate=args.rate, attacker=ATTACKER_FROM),
+           AttackTicker.HEADER)
     ctx = {"server": server, "log": logpath, "lines": lines, "final": None, "ended": False,
            "ticker": AttackTicker(port, start)}
     try:
@@ -635,24 +629,23 @@ def run_attack(args, procs):
 
 # ---- the run -------------------------------------------------------------------
 
-def banner(port, pids):
-    url = f"http://127.0.0.1:{port}"
+def banner(port, pids, say, header):
+    """What was started, the dashboard's URL, what the act shows (SAY), the lines' HEADER."""
     log(f"started: {', '.join(f'{name} pid {pid}' for name, pid in pids)}")
-    log(f"""
-Dashboard: {url}/.unclog/dashboard
+    log(f"\nDashboard: http://127.0.0.1:{port}/.unclog/dashboard\n{say}Ctrl-C stops everything.\n")
+    log(header)
+
+
+CLOG_SAY = """\
   now    partition whole, scheduler fifo: small requests queue behind whole-file reads
   then   set partition to 64k: the small-request p99 falls, and so do the MB/s
   then   set scheduler to fair and partition to auto: p99 stays low, the MB/s come back
-  (or from a shell: curl -d partition=64k {url}/settings)
-Ctrl-C stops everything.
-""")
-    log(Ticker.HEADER)
+  (or from a shell: curl -d partition=64k http://127.0.0.1:{port}/settings)
+"""
 
 
 def run(args, procs):
     """The clogged pool: the flood and the probe, the settings switched by hand or --script."""
-    if not all(os.access(x, os.X_OK) for x in (args.unclog, args.probe)):
-        sys.exit("build/unclog or build/probe missing: run make build/unclog build/probe")
     log(f"demo docroot {os.path.relpath(args.dir)}: {FILES} files of {args.flood_size}, "
         f"{SMALL} of 1 KiB, the dashboard")
     paths = make_docroot(args.dir, args.flood_bytes)
@@ -663,7 +656,8 @@ def run(args, procs):
     csv = os.path.join(args.dir, "script-probe.csv") if args.script else None
     probe, lines = start_probe(procs, args, port, seconds, csv)
     start = time.monotonic()
-    banner(port, [("unclog", server.pid), (flood_name, flood.pid), ("probe", probe.pid)])
+    banner(port, [("unclog", server.pid), (flood_name, flood.pid), ("probe", probe.pid)],
+           CLOG_SAY.format(port=port), Ticker.HEADER)
     ticker = Ticker(port, start)
     phases = [(PHASES[0][0], start)]  # (name, monotonic time it began)
     final = None
@@ -710,6 +704,8 @@ def run(args, procs):
 
 def main(argv=None):
     args = parse_args(argv)
+    if not all(os.access(x, os.X_OK) for x in (args.unclog, args.probe)):
+        sys.exit("build/unclog or build/probe missing: run make build/unclog build/probe")
     try:
         with Processes() as procs:
             return (run_attack if args.act == "attack" else run)(args, procs)
