@@ -21,7 +21,7 @@ file) from 127.0.0.2, and an attacker from 127.0.0.3 that runs in turn a
 connection hog, a flood over 20,000 distinct 8 KiB files and a POST /gzip
 flood, each under scheduler fifo (the damage) and then fair (the default),
 switched live through /settings; --phase seconds a step (default 10: about
-70 s in all), a line a second (victim p50/p99 and errors, the attacker's
+80 s in all), a line a second (victim p50/p99 and errors, the attacker's
 req/s, the top row of /stats top_clients), then a table and attack.json in
 --dir. It is always scripted: --script and --duration change nothing.
 
@@ -418,11 +418,12 @@ class Step:
         # The hog's fresh connections cannot be evicted until they have sent a
         # request: up to HOG_INTERVAL + 1 s before the figures start.
         self.warm = HOG_INTERVAL + 1.0 if attack[0] == "hog" else 0.0
-        self.begin = self.end = None  # monotonic: its figures' first second, its last
+        self.end = None  # monotonic: when its victim ended
         self.before = self.after = None  # /stats
         self.top = None  # the attacker's top_clients row, last seen while it ran
         self.attacker = None  # its summary
         self.windows = []  # its lines a second
+        self.victim = self.csv = None  # the victim's summary and its CSV for this step
 
 
 class AttackTicker:
@@ -470,10 +471,12 @@ def delta(step, *keys):
     return b - a if isinstance(a, int) and isinstance(b, int) else None
 
 
-def step_figures(step, reqs, settle):
+def step_figures(step, settle):
     """What the table and attack.json say of one step."""
-    lo, hi = step.begin + settle, step.end
-    mine = [r for r in reqs if lo <= r[0] < hi]
+    mine = []
+    if step.victim is not None:
+        start = step.victim["start_s"]
+        mine = [r for r in read_victim_csv(step.csv, start) if r[0] >= start + settle]
     lat = [l for _, l, outcome, _ in mine if outcome in ("ok", "timeout")]
     att = step.attacker or {}
     if not att and step.windows:  # stopped before its summary: its lines a second
@@ -510,10 +513,10 @@ def attack_report(rows, settle, path):
         json.dump({"steps": rows, "loadavg": load}, f, indent=1)
 
 
-def finish_step(procs, step, attacker, lines, port):
+def finish_step(procs, step, attacker, lines, port, until):
     """Waits for the attacker's summary (stops it by PID if late) and reads /stats."""
     try:
-        attacker.wait(timeout=GAP + 5)
+        attacker.wait(timeout=max(0.0, until - time.monotonic()) + 5)
     except subprocess.TimeoutExpired:
         pass
     procs.stop(attacker, grace=1)  # by PID if it is late; untracked either way
@@ -525,7 +528,20 @@ def finish_step(procs, step, attacker, lines, port):
                 step.attacker = item
     except queue.Empty:
         pass
+    drain(port)
     step.after = get_stats(port, tries=15)
+
+
+def drain(port, bound=10.0):
+    """Until the server holds none of the attacker's connections (at most BOUND s): the
+    next step must not find the last one's, still closing, in its way."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        rows = top_clients(get_stats(port))
+        if rows and not any(r.get("client") == ATTACKER_FROM and r.get("connections", 0) > 0
+                            for r in rows):
+            return
+        time.sleep(0.1)
 
 
 def follow(ctx, until, step=None, attacker_lines=None):
@@ -554,20 +570,19 @@ def follow(ctx, until, step=None, attacker_lines=None):
     return not ctx["ended"]
 
 
-def warm_up(ctx, args, step, alines, port):
-    """Until the hog holds the server (most connections, a quarter idle), or step.warm s."""
+def warm_up(ctx, args, step, port):
+    """Until the hog holds the server (half the connections, a quarter idle), or step.warm s;
+    what the screen says of it."""
     deadline = time.monotonic() + step.warm
     row = None
-    while time.monotonic() < deadline:
-        follow(ctx, min(deadline, time.monotonic() + 0.25), step, alines)
+    while time.monotonic() < deadline and ctx["server"].poll() is None:
+        time.sleep(0.25)
         mine = [r for r in top_clients(get_stats(port)) if r.get("client") == ATTACKER_FROM]
         row = mine[0] if mine else row
         if row and row.get("connections", 0) >= args.max_connections // 2 \
                 and row.get("idle", 0) >= args.max_connections // 4:
             break
-    if step.warm:
-        log(f"--- the hog holds {client_row(row)}: the step's figures start ---")
-    step.begin = time.monotonic()
+    return f"the hog holds {client_row(row)}; " if step.warm else ""
 
 
 ATTACK_SAY = """\
@@ -587,44 +602,41 @@ def run_attack(args, procs):
     server, port = start_server(procs, args, logpath, [
         "--max-connections", str(args.max_connections), "--scheduler", SCHEDULERS[0]])
     steps = [Step(a, sched) for a in attacks(args) for sched in SCHEDULERS]
-    csv = os.path.join(args.dir, "attack-victim.csv")
-    victim, lines = start_victim(procs, args, port,  # 2 s more: a late step's last seconds
-                                 sum(args.phase + s.warm + GAP for s in steps) + 2, csv)
-    start = time.monotonic()
-    banner(port, [("unclog", server.pid), ("victim probe", victim.pid)],
+    banner(port, [("unclog", server.pid)],
            ATTACK_SAY.format(victim=VICTIM_FROM, rate=args.rate, attacker=ATTACKER_FROM),
            AttackTicker.HEADER)
-    ctx = {"server": server, "log": logpath, "lines": lines, "final": None, "ended": False,
-           "ticker": AttackTicker(port, start)}
+    ctx = {"server": server, "log": logpath, "ticker": AttackTicker(port, time.monotonic())}
     try:
-        due = start
-        for step in steps:
-            if not follow(ctx, due):
-                sys.exit(f"the victim's probe ended early ({victim.wait()})")
-            due += args.phase + step.warm + GAP
-            status, _ = post_settings(port, f"scheduler={step.scheduler}")
-            step.before = get_stats(port, tries=15)
-            attacker, alines = start_attacker(procs, args, port, step.attack[2],
-                                              args.phase + step.warm)
-            end = time.monotonic() + args.phase + step.warm
-            log(f"--- {step.name} (attacker pid {attacker.pid}; POST /settings "
-                f"scheduler={step.scheduler}: {status}): {step.attack[1]} ---")
-            warm_up(ctx, args, step, alines, port)
-            follow(ctx, end, step, alines)
-            step.end = time.monotonic()
-            finish_step(procs, step, attacker, alines, port)
-        follow(ctx, time.monotonic() + 15)  # the victim's last seconds and its summary
+        for i, step in enumerate(steps):
+            attack_step(procs, args, port, ctx, step, os.path.join(args.dir, f"victim-{i}.csv"))
+            time.sleep(GAP)
     finally:
-        procs.stop(victim, grace=2)
         rc, orphans = procs.stop(server)
         log(f"stopped: the probes and unclog (exit status {rc})")
-    if ctx["final"] is None:
-        sys.exit(f"the victim's probe failed ({victim.returncode})")
     settle = min(SETTLE, args.phase / 4)
-    reqs = read_victim_csv(csv, ctx["final"]["start_s"])
-    attack_report([step_figures(s, reqs, settle) for s in steps], settle,
+    attack_report([step_figures(s, settle) for s in steps], settle,
                   os.path.join(args.dir, "attack.json"))
     return 0 if rc == 0 and not orphans else 1
+
+
+def attack_step(procs, args, port, ctx, step, csv):
+    """One step: the scheduler set, the attacker (the hog settles in first), the victim's
+    --phase seconds; each probe ends by itself, so a late step is only late."""
+    status, _ = post_settings(port, f"scheduler={step.scheduler}")
+    step.before = get_stats(port, tries=15)
+    seconds = step.warm + args.phase + GAP  # the attacker outlasts the victim
+    attacker, alines = start_attacker(procs, args, port, step.attack[2], seconds)
+    until = time.monotonic() + seconds
+    log(f"--- {step.name} (attacker pid {attacker.pid}; POST /settings "
+        f"scheduler={step.scheduler}: {status}): {step.attack[1]} ---")
+    held = warm_up(ctx, args, step, port)
+    victim, ctx["lines"] = start_victim(procs, args, port, args.phase, csv)
+    ctx.update(final=None, ended=False)
+    log(f"--- {held}the victim starts (pid {victim.pid}) ---")
+    follow(ctx, time.monotonic() + args.phase + 15, step, alines)  # until the victim ends
+    procs.stop(victim, grace=1)
+    step.end, step.victim, step.csv = time.monotonic(), ctx["final"], csv
+    finish_step(procs, step, attacker, alines, port, until)
 
 
 # ---- the run -------------------------------------------------------------------
