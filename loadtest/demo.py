@@ -12,6 +12,18 @@ everything it started, by PID, and exits 0.
     python3 loadtest/demo.py                 # until Ctrl-C
     python3 loadtest/demo.py --duration 30   # stops by itself
     python3 loadtest/demo.py --script        # the talk's four phases, then a table
+    python3 loadtest/demo.py --act attack    # the second act, then its table
+
+--act attack is the talk's second act, fairness between clients: unclog
+with its defaults but max_connections 256 (restart only, so a server of its
+own), the victim's constant-rate probe (new connection per GET of a 96 KiB
+file) from 127.0.0.2, and an attacker from 127.0.0.3 that runs in turn a
+connection hog, a flood over 20,000 distinct 8 KiB files and a POST /gzip
+flood, each under scheduler fifo (the damage) and then fair (the default),
+switched live through /settings; --phase seconds a step (default 10: about
+80 s in all), a line a second (victim p50/p99 and errors, the attacker's
+req/s, the top row of /stats top_clients), then a table and attack.json in
+--dir. It is always scripted: --script and --duration change nothing.
 
 As in make loadtest, with two CPUs or more the server runs on CPU 0 and the
 load on CPU 1 (the probe on CPU 2 when there is one, away from the flood).
@@ -60,7 +72,18 @@ def parse_args(argv=None):
     ap.add_argument("--script", action="store_true",
                     help="whole+fifo, 64k, whole, fair+auto, each --phase seconds, then the "
                     "tables (--duration is ignored)")
-    ap.add_argument("--phase", type=float, default=10, help="--script: seconds per phase")
+    ap.add_argument("--phase", type=float, default=10,
+                    help="--script and --act attack: seconds per phase (default 10)")
+    ap.add_argument("--act", choices=("clog", "attack"), default="clog",
+                    help="clog (default): the clogged pool; attack: one client against another, "
+                    "three attacks × fifo and fair, then the table")
+    ap.add_argument("--attack-files", type=int, default=20000,
+                    help="--act attack: distinct 8 KiB files the small-file flood takes "
+                    "(default 20000, made once in --dir/many)")
+    ap.add_argument("--max-connections", type=int, default=256,
+                    help="--act attack: the server's max_connections (default 256)")
+    ap.add_argument("--hog", type=int, default=512,
+                    help="--act attack: connections the hog tries to hold (default 512)")
     ap.add_argument("--emulate-disk", help="start with emulate_disk, e.g. 8ms,120m")
     ap.add_argument("--no-wrk", action="store_true", help="flood with build/probe --flood")
     ap.add_argument("--dir", default=os.path.join(TOP, "build", "demo"), help="demo docroot")
@@ -114,13 +137,16 @@ def port_free(port):
             return False
 
 
-def start_server(procs, args, logpath):
-    """unclog in the clogged state; returns (process, port) once it listens."""
+# The clogged state of the first act; the attack act starts from the defaults.
+CLOGGED = ["--partition", "whole", "--scheduler", "fifo", "--file-cache", "off"]
+
+
+def start_server(procs, args, logpath, settings=CLOGGED):
+    """unclog with these settings; returns (process, port) once it listens."""
     port = args.port if port_free(args.port) else free_port()
     cmd = [args.unclog, "-c", os.path.join(TEMPLATES, "unclog.conf"),
            "--listen", f"127.0.0.1:{port}", "--root", args.dir, "--admin", "on",
-           "--access-log", "off", "--threads", "4", "--partition", "whole",
-           "--scheduler", "fifo", "--file-cache", "off",
+           "--access-log", "off", "--threads", "4", *settings,
            *(["--emulate-disk", args.emulate_disk] if args.emulate_disk else [])]
     with open(logpath, "w") as logf:
         # A session of its own: the terminal's Ctrl-C reaches the demo alone,
@@ -158,6 +184,11 @@ def start_probe(procs, args, port, seconds, csv):
            *(["--csv", csv] if csv else [])]
     proc = procs.spawn(cmd, cpu=PROBE_CPU, stdout=subprocess.PIPE, text=True,
                        start_new_session=True)
+    return proc, json_lines(proc)
+
+
+def json_lines(proc):
+    """A queue of the JSON lines proc prints, read by a thread; None once it ends."""
     lines = queue.Queue()
 
     def read():
@@ -166,16 +197,20 @@ def start_probe(procs, args, port, seconds, csv):
                 lines.put(json.loads(line))
         lines.put(None)
     threading.Thread(target=read, daemon=True).start()
-    return proc, lines
+    return lines
 
 
 # ---- what it shows -------------------------------------------------------------------
 
-def get_stats(port):
-    try:
-        return json.loads(http(port, "/stats", timeout=2)[1])
-    except Exception:  # a busy or stopping server: that second shows dashes
-        return None
+def get_stats(port, tries=1):
+    """GET /stats, or None; a 503 (a hog holds every connection) is tried again."""
+    for i in range(tries):
+        try:
+            return json.loads(http(port, "/stats", timeout=2)[1])
+        except Exception:  # a busy or stopping server: that second shows dashes
+            if i + 1 < tries:
+                time.sleep(0.2)
+    return None
 
 
 def post_settings(port, body):
@@ -295,25 +330,334 @@ def script_report(phases, reqs, ticker, end):
             f"{level} |")
 
 
+# ---- --act attack: one client against another --------------------------------------
+
+VICTIM = "/victim.bin"  # 96 KiB: larger than the small-file cache keeps (64k)
+VICTIM_FROM, ATTACKER_FROM = "127.0.0.2", "127.0.0.3"  # the demo's own requests: 127.0.0.1
+GAP = 1.0  # seconds between two steps: the attacker exits and its connections close
+HOG_INTERVAL = 3  # seconds between a held connection's GETs
+SCHEDULERS = ("fifo", "fair")  # the damage, then the default
+SHORT = {"connections": "conns"}  # top_clients field names on the screen
+
+
+def attacks(args):
+    """(name, what the screen says, the attacker's probe arguments), in the act's order."""
+    return [
+        ("hog", f"{args.hog} keep-alive connections, one GET each every 3 s, against "
+         f"max_connections {args.max_connections}: the hog is refused (503) and its idle "
+         "connections evicted, the victim keeps getting 200",
+         ["--hog", str(args.hog), "--hog-interval", str(HOG_INTERVAL), "--get", SMALL]),
+        ("files", f"64 connections over {args.attack_files:,} distinct 8 KiB files, each an "
+         "open and a read on the pool", ["--flood", "64", "--get", "/many/*.bin", "--files",
+                                         str(args.attack_files)]),
+        ("gzip", "32 connections POSTing 64 KiB bodies to /gzip: deflate on the pool",
+         ["--flood", "32", "--gzip", "--body-size", "65536"]),
+    ]
+
+
+def make_attack_root(root, files):
+    """The hog's 1 KiB file, the victim's 96 KiB one and many/0.bin .. many/FILES-1.bin."""
+    os.makedirs(os.path.join(root, "many"), exist_ok=True)
+    write_random(root + SMALL, 1024)
+    write_random(root + VICTIM, 96 * 1024)
+    block = os.urandom(8192)
+    for i in range(files):
+        path = os.path.join(root, "many", f"{i}.bin")
+        if not os.path.exists(path):
+            with open(path + ".tmp", "wb") as f:
+                f.write(block)
+            os.replace(path + ".tmp", path)
+
+
+def start_victim(procs, args, port, seconds, csv):
+    """The victim: a new connection per GET of the 96 KiB file, --rate a second, a line a second."""
+    cmd = [args.probe, "--port", str(port), "--from", VICTIM_FROM, "--get", VICTIM, "--close",
+           "--rate", str(args.rate), "--duration", f"{seconds:g}", "--timeout", "10",
+           "--every", "1", "--csv", csv]
+    proc = procs.spawn(cmd, cpu=PROBE_CPU, stdout=subprocess.PIPE, text=True,
+                       start_new_session=True)
+    return proc, json_lines(proc)
+
+
+def start_attacker(procs, args, port, argv, seconds):
+    """One attack from ATTACKER_FROM; it ends by itself after SECONDS with its summary."""
+    cmd = [args.probe, "--port", str(port), "--from", ATTACKER_FROM, *argv,
+           "--duration", f"{seconds:g}", "--every", "1"]
+    proc = procs.spawn(cmd, cpu=LOAD_CPU, stdout=subprocess.PIPE, text=True,
+                       start_new_session=True)
+    return proc, json_lines(proc)
+
+
+def top_clients(stats):
+    """/stats connections.top_clients as a list of rows, the top first."""
+    rows = (stats or {}).get("connections", {}).get("top_clients") or []
+    if isinstance(rows, dict):  # {"1": row, "2": row, ...}
+        rows = [rows[k] for k in sorted(rows, key=lambda k: int(k) if k.isdigit() else 0)]
+    return [r for r in rows if isinstance(r, dict)]
+
+
+def number(v):
+    return f"{v:,}" if isinstance(v, int) else ms(v) if isinstance(v, float) else str(v)
+
+
+def client_row(row):
+    """One top_clients row for the screen, whatever fields it has: '127.0.0.3 conns 255, ...'."""
+    if not row:
+        return "–"
+    fields = ", ".join(f"{SHORT.get(k, k)} {number(v)}" for k, v in row.items()
+                       if k != "client" and not isinstance(v, (dict, list)))
+    return f"{row.get('client', '?')} {fields}"
+
+
+class Step:
+    """One attack under one scheduler: its times and what was seen of it."""
+
+    def __init__(self, attack, scheduler):
+        self.attack, self.scheduler = attack, scheduler
+        self.name = f"{attack[0]} · {scheduler}"
+        # The hog's fresh connections cannot be evicted until they have sent a
+        # request: up to HOG_INTERVAL + 1 s before the figures start.
+        self.warm = HOG_INTERVAL + 1.0 if attack[0] == "hog" else 0.0
+        self.end = None  # monotonic: when its victim ended
+        self.before = self.after = None  # /stats
+        self.top = None  # the attacker's top_clients row, last seen while it ran
+        self.attacker = None  # its summary
+        self.windows = []  # its lines a second
+        self.victim = self.csv = None  # the victim's summary and its CSV for this step
+
+
+class AttackTicker:
+    """A line a second: the victim's window, the attacker's last window, the top client."""
+
+    HEADER = ("   time  step          victim p50 ms  p99 ms  errors   attacker req/s   "
+              "top client (/stats top_clients)")
+    ROW = "{:>5.0f} s  {:<12} {:>14} {:>7} {:>7} {:>16}   {}"
+
+    def __init__(self, port, start):
+        self.port, self.start = port, start
+
+    def line(self, step, win):
+        stats = get_stats(self.port)
+        rows = top_clients(stats)
+        if step is not None and step.end is None:
+            mine = [r for r in rows if r.get("client") == ATTACKER_FROM]
+            step.top = mine[0] if mine else step.top
+        last = step.windows[-1] if step and step.windows and step.end is None else None
+        rate = f"{last['ok'] / last['window_s']:,.0f}" if last and last["window_s"] > 0 else "–"
+        probe = (ms(win["p50_ms"]), ms(win["p99_ms"])) if win["ok"] else ("–", "–")
+        log(self.ROW.format(time.monotonic() - self.start, step.name if step else "–", *probe,
+                            win["errors"] + win["timeouts"], rate,
+                            client_row(rows[0] if rows else None)))
+
+
+def read_victim_csv(path, start_s):
+    """[(absolute scheduled monotonic time, latency ms, outcome, status)], every request."""
+    out = []
+    with open(path) as f:
+        next(f)
+        for row in f:
+            sched, lat, outcome, status = row.strip().split(",")
+            out.append((start_s + float(sched), float(lat), outcome, int(status)))
+    return out
+
+
+def delta(step, *keys):
+    """A /stats counter's growth over the step (None when a side is missing)."""
+    def get(stats):
+        for k in keys:
+            stats = stats.get(k) if isinstance(stats, dict) else None
+        return stats
+    a, b = get(step.before), get(step.after)
+    return b - a if isinstance(a, int) and isinstance(b, int) else None
+
+
+def step_figures(step, settle):
+    """What the table and attack.json say of one step."""
+    mine = []
+    if step.victim is not None:
+        start = step.victim["start_s"]
+        mine = [r for r in read_victim_csv(step.csv, start) if r[0] >= start + settle]
+    lat = [l for _, l, outcome, _ in mine if outcome in ("ok", "timeout")]
+    att = step.attacker or {}
+    if not att and step.windows:  # stopped before its summary: its lines a second
+        secs = sum(w["window_s"] for w in step.windows)
+        att = {"req_s": sum(w["ok"] for w in step.windows) / secs if secs else 0.0}
+    return {"attack": step.attack[0], "scheduler": step.scheduler,
+            "victim": {"requests": len(mine), "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99),
+                       "ok": sum(1 for r in mine if r[2] == "ok"),
+                       "errors": sum(1 for r in mine if r[2] != "ok"),
+                       "refused": sum(1 for r in mine if r[3] == 503)},
+            "attacker": att, "top_client": step.top,
+            "server": {"refused": delta(step, "connections", "refused"),
+                       "refused_top_client": delta(step, "connections", "refused_by_reason",
+                                                   "top_client"),
+                       "evicted_idle": delta(step, "connections", "evicted_idle")}}
+
+
+def attack_report(rows, settle, path):
+    """The table (attack × scheduler), attack.json, the load average."""
+    log(f"\nThe attack act (victim {VICTIM_FROM}, attacker {ATTACKER_FROM}; each step's "
+        f"first {settle:g} s left out):\n")
+    log("| attack | scheduler | victim p50 ms | victim p99 ms | victim errors | victim 503 | "
+        "attacker req/s | attacker 503 | evicted |")
+    log("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        v, a, srv = r["victim"], r["attacker"], r["server"]
+        log(f"| {r['attack']} | {r['scheduler']} | {ms(v['p50_ms'])} | {ms(v['p99_ms'])} | "
+            f"{v['errors']} of {v['requests']} | {v['refused']} | "
+            f"{a.get('req_s', 0):,.0f} | {number(a.get('refused', '–'))} | "
+            f"{number(srv['evicted_idle'] if srv['evicted_idle'] is not None else '–')} |")
+    load = os.getloadavg()
+    log(f"\nLoad average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; the figures: {path}")
+    with open(path, "w") as f:
+        json.dump({"steps": rows, "loadavg": load}, f, indent=1)
+
+
+def finish_step(procs, step, attacker, lines, port, until):
+    """Waits for the attacker's summary (stops it by PID if late) and reads /stats."""
+    try:
+        attacker.wait(timeout=max(0.0, until - time.monotonic()) + 5)
+    except subprocess.TimeoutExpired:
+        pass
+    procs.stop(attacker, grace=1)  # by PID if it is late; untracked either way
+    try:
+        while (item := lines.get(timeout=5)) is not None:
+            if "t" in item:
+                step.windows.append(item)
+            else:
+                step.attacker = item
+    except queue.Empty:
+        pass
+    drain(port)
+    step.after = get_stats(port, tries=15)
+
+
+def drain(port, bound=10.0):
+    """Until the server holds none of the attacker's connections (at most BOUND s): the
+    next step must not find the last one's, still closing, in its way."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        rows = top_clients(get_stats(port))
+        if rows and not any(r.get("client") == ATTACKER_FROM and r.get("connections", 0) > 0
+                            for r in rows):
+            return
+        time.sleep(0.1)
+
+
+def follow(ctx, until, step=None, attacker_lines=None):
+    """Prints the victim's lines until monotonic time until; False once the victim ended."""
+    while time.monotonic() < until and not ctx["ended"]:
+        if ctx["server"].poll() is not None:
+            sys.exit(f"unclog exited ({ctx['server'].returncode}):\n{tail(ctx['log'])}")
+        while attacker_lines is not None and not attacker_lines.empty():
+            item = attacker_lines.get()
+            if item is None:
+                attacker_lines = None
+            elif "t" in item:
+                step.windows.append(item)
+            else:
+                step.attacker = item
+        try:
+            item = ctx["lines"].get(timeout=max(0.01, min(1.0, until - time.monotonic())))
+        except queue.Empty:
+            continue
+        if item is None:
+            ctx["ended"] = True
+        elif "t" not in item:
+            ctx["final"] = item
+        elif item["window_s"] >= 0.5:
+            ctx["ticker"].line(step, item)
+    return not ctx["ended"]
+
+
+def warm_up(ctx, args, step, port):
+    """Until the hog holds the server (half the connections, a quarter idle), or step.warm s;
+    what the screen says of it."""
+    deadline = time.monotonic() + step.warm
+    row = None
+    while time.monotonic() < deadline and ctx["server"].poll() is None:
+        time.sleep(0.25)
+        mine = [r for r in top_clients(get_stats(port)) if r.get("client") == ATTACKER_FROM]
+        row = mine[0] if mine else row
+        if row and row.get("connections", 0) >= args.max_connections // 2 \
+                and row.get("idle", 0) >= args.max_connections // 4:
+            break
+    return f"the hog holds {client_row(row)}; " if step.warm else ""
+
+
+ATTACK_SAY = """\
+  the victim ({victim}): {rate:g} GET/s of a 96 KiB file, a new connection each
+  the attacker ({attacker}): a connection hog, a small-file flood, a /gzip flood,
+  each under scheduler fifo (the damage), then fair (the default: no damage)
+  the dashboard shows the victim's p99 and the attacker at the top of the client table
+"""
+
+
+def run_attack(args, procs):
+    """The attack act: each attack under each scheduler, then the table."""
+    log(f"demo docroot {os.path.relpath(args.dir)}: {args.attack_files:,} files of 8 KiB in "
+        f"many/, {VICTIM} of 96 KiB, {SMALL} of 1 KiB")
+    make_attack_root(args.dir, args.attack_files)
+    logpath = os.path.join(args.dir, "unclog.log")
+    server, port = start_server(procs, args, logpath, [
+        "--max-connections", str(args.max_connections), "--scheduler", SCHEDULERS[0]])
+    steps = [Step(a, sched) for a in attacks(args) for sched in SCHEDULERS]
+    banner(port, [("unclog", server.pid)],
+           ATTACK_SAY.format(victim=VICTIM_FROM, rate=args.rate, attacker=ATTACKER_FROM),
+           AttackTicker.HEADER)
+    ctx = {"server": server, "log": logpath, "ticker": AttackTicker(port, time.monotonic())}
+    try:
+        for i, step in enumerate(steps):
+            attack_step(procs, args, port, ctx, step, os.path.join(args.dir, f"victim-{i}.csv"))
+            time.sleep(GAP)
+    finally:
+        rc, orphans = procs.stop(server)
+        log(f"stopped: the probes and unclog (exit status {rc})")
+    settle = min(SETTLE, args.phase / 4)
+    attack_report([step_figures(s, settle) for s in steps], settle,
+                  os.path.join(args.dir, "attack.json"))
+    return 0 if rc == 0 and not orphans else 1
+
+
+def attack_step(procs, args, port, ctx, step, csv):
+    """One step: the scheduler set, the attacker (the hog settles in first), the victim's
+    --phase seconds; each probe ends by itself, so a late step is only late."""
+    status, _ = post_settings(port, f"scheduler={step.scheduler}")
+    step.before = get_stats(port, tries=15)
+    seconds = step.warm + args.phase + GAP  # the attacker outlasts the victim
+    attacker, alines = start_attacker(procs, args, port, step.attack[2], seconds)
+    until = time.monotonic() + seconds
+    log(f"--- {step.name} (attacker pid {attacker.pid}; POST /settings "
+        f"scheduler={step.scheduler}: {status}): {step.attack[1]} ---")
+    held = warm_up(ctx, args, step, port)
+    victim, ctx["lines"] = start_victim(procs, args, port, args.phase, csv)
+    ctx.update(final=None, ended=False)
+    log(f"--- {held}the victim starts (pid {victim.pid}) ---")
+    follow(ctx, time.monotonic() + args.phase + 15, step, alines)  # until the victim ends
+    procs.stop(victim, grace=1)
+    step.end, step.victim, step.csv = time.monotonic(), ctx["final"], csv
+    finish_step(procs, step, attacker, alines, port, until)
+
+
 # ---- the run -------------------------------------------------------------------
 
-def banner(port, pids):
-    url = f"http://127.0.0.1:{port}"
+def banner(port, pids, say, header):
+    """What was started, the dashboard's URL, what the act shows (SAY), the lines' HEADER."""
     log(f"started: {', '.join(f'{name} pid {pid}' for name, pid in pids)}")
-    log(f"""
-Dashboard: {url}/.unclog/dashboard
+    log(f"\nDashboard: http://127.0.0.1:{port}/.unclog/dashboard\n{say}Ctrl-C stops everything.\n")
+    log(header)
+
+
+CLOG_SAY = """\
   now    partition whole, scheduler fifo: small requests queue behind whole-file reads
   then   set partition to 64k: the small-request p99 falls, and so do the MB/s
   then   set scheduler to fair and partition to auto: p99 stays low, the MB/s come back
-  (or from a shell: curl -d partition=64k {url}/settings)
-Ctrl-C stops everything.
-""")
-    log(Ticker.HEADER)
+  (or from a shell: curl -d partition=64k http://127.0.0.1:{port}/settings)
+"""
 
 
 def run(args, procs):
-    if not all(os.access(x, os.X_OK) for x in (args.unclog, args.probe)):
-        sys.exit("build/unclog or build/probe missing: run make build/unclog build/probe")
+    """The clogged pool: the flood and the probe, the settings switched by hand or --script."""
     log(f"demo docroot {os.path.relpath(args.dir)}: {FILES} files of {args.flood_size}, "
         f"{SMALL} of 1 KiB, the dashboard")
     paths = make_docroot(args.dir, args.flood_bytes)
@@ -324,7 +668,8 @@ def run(args, procs):
     csv = os.path.join(args.dir, "script-probe.csv") if args.script else None
     probe, lines = start_probe(procs, args, port, seconds, csv)
     start = time.monotonic()
-    banner(port, [("unclog", server.pid), (flood_name, flood.pid), ("probe", probe.pid)])
+    banner(port, [("unclog", server.pid), (flood_name, flood.pid), ("probe", probe.pid)],
+           CLOG_SAY.format(port=port), Ticker.HEADER)
     ticker = Ticker(port, start)
     phases = [(PHASES[0][0], start)]  # (name, monotonic time it began)
     final = None
@@ -371,9 +716,11 @@ def run(args, procs):
 
 def main(argv=None):
     args = parse_args(argv)
+    if not all(os.access(x, os.X_OK) for x in (args.unclog, args.probe)):
+        sys.exit("build/unclog or build/probe missing: run make build/unclog build/probe")
     try:
         with Processes() as procs:
-            return run(args, procs)
+            return (run_attack if args.act == "attack" else run)(args, procs)
     except SystemExit as e:  # Processes turns SIGINT/SIGTERM/SIGHUP into 128 + signal
         if e.code in (130, 143):
             return 0

@@ -12,7 +12,11 @@
 #                       (BENCH_POOL_ARGS="SECONDS THREADS CHAINS", default 3 4 10)
 #   make loadtest-deps  install wrk, gnuplot and nginx (Debian packages)
 #   make demo           the clogging live, for a talk (README: "Giving the talk"):
-#                       DEMO_ARGS="--script", "--connections 16 --flood-size 64m", ...
+#                       DEMO_ARGS="--script", "--connections 16 --flood-size 64m", ...;
+#                       DEMO_ARGS="--act attack": the second act, one client against
+#                       another (a connection hog, a small-file flood, a /gzip flood
+#                       from 127.0.0.3 against a probe from 127.0.0.2, each under fifo
+#                       and fair), about 80 s, then its table
 #
 # Extra arguments for loadtest/run.py go in LOADTEST_ARGS, e.g.
 #   make loadtest LOADTEST_ARGS="--partitions 4k,64k,whole --rounds 5"
