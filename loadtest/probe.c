@@ -97,6 +97,8 @@ struct conn {
     int status;         /* its response's status, 0 until the head is in */
     bool complete;      /* its response has ended */
     bool close_after;   /* the server closes after it: no reuse */
+    bool writing;       /* write_req is with libuv until conn_on_write */
+    bool write_due;     /* a request waits for write_req to come back */
     uint64_t next_ns;   /* MODE_HOG: when its next request is due */
     uv_buf_t out;       /* what conn_write sends: the probe's request, or out_buf */
     char out_buf[1024]; /* --files: this request's own head */
@@ -379,25 +381,46 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     }
 }
 
+static void conn_write(struct conn *c);
+
 static void conn_on_write(uv_write_t *req, int status)
 {
     struct conn *c = req->data;
-    if (status < 0 && !c->closing) {
+    c->writing = false;
+    if (c->closing) {
+        return;
+    }
+    if (status < 0) {
         conn_fail(c);
         pump(c->probe);
+    } else if (c->write_due) {
+        c->write_due = false;
+        conn_write(c);
     }
 }
 
+/*
+ * Writes C's request. A response can end, and the next request be sent,
+ * before libuv has called back for the previous write (libuv reads up to 32
+ * times in one go, and a fast server answers within them): then the write
+ * waits for that callback, since write_req is still libuv's.
+ */
 static void conn_write(struct conn *c)
 {
     struct probe *p = c->probe;
+    if (c->writing) {
+        c->write_due = true;
+        return;
+    }
     uint64_t now = uv_hrtime();
     uint64_t due = sched_ns(p, c->req);
     if (p->opt.mode != MODE_FLOOD && p->opt.mode != MODE_HOG) {
         p->samples[c->req].lag_ns = now > due ? now - due : 0;
     }
     c->write_req.data = c;
+    c->writing = true;
     if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, &c->out, 1, conn_on_write) < 0) {
+        c->writing = false;
         conn_fail(c);
     }
 }
