@@ -277,14 +277,8 @@ def pct(values, p):
 
 def read_probe_csv(path, start_s):
     """[(absolute scheduled monotonic time, latency ms)] of answered or timed-out requests."""
-    out = []
-    with open(path) as f:
-        next(f)
-        for row in f:
-            sched, lat, outcome, _ = row.strip().split(",")
-            if outcome in ("ok", "timeout"):
-                out.append((start_s + float(sched), float(lat)))
-    return out
+    return [(t, lat) for t, lat, outcome, _ in read_victim_csv(path, start_s)
+            if outcome in ("ok", "timeout")]
 
 
 def script_report(phases, reqs, ticker, end):

@@ -399,10 +399,8 @@ static void sender_on_check(uv_check_t *check)
         return;
     uv_idle_stop(&snd->idle);
     /* A turn that wrote ends at the next poll; an empty one needs no end. */
-    if (!wrote && snd->share.turn_used == 0) {
+    if (!wrote && snd->share.turn_used == 0)
         uv_check_stop(&snd->check);
-        snd->turning = false;
-    }
 }
 
 static void sender_on_idle(uv_idle_t *idle)
@@ -415,10 +413,7 @@ static void sender_on_idle(uv_idle_t *idle)
 static bool sender_admit(struct pump_sender *snd, struct share_item *item)
 {
     bool now = share_admit(&snd->share, item);
-    if (!snd->turning) {
-        uv_check_start(&snd->check, sender_on_check);
-        snd->turning = true;
-    }
+    uv_check_start(&snd->check, sender_on_check); /* does nothing when it runs */
     if (!now)
         uv_idle_start(&snd->idle, sender_on_idle);
     return now;

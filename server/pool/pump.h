@@ -104,7 +104,6 @@ struct pump_sender {
     struct share share;
     uv_check_t check;
     uv_idle_t idle;
-    bool turning; /* check is running */
     bool closing;
 };
 

@@ -48,7 +48,6 @@ static void activate(struct share *s, struct share_bucket *b)
     b->epoch = s->epoch;
     uint64_t least = least_served(s, NULL);
     b->served = least == UINT64_MAX ? 0 : least;
-    b->active = true;
     b->visited = false;
     b->next = -1;
     int i = (int)(b - s->buckets);
@@ -75,7 +74,6 @@ static void deactivate(struct share *s, struct share_bucket *b)
     if (s->tail == i)
         s->tail = prev;
     b->next = -1;
-    b->active = false;
     b->visited = false;
     if (b->credit > 0)
         b->credit = 0;
@@ -93,13 +91,13 @@ bool share_admit(struct share *s, struct share_item *item)
     struct share_bucket *b = bucket_of(s, item->flow);
     item->next = NULL;
     item->queued = true;
-    if (b->tail != NULL)
+    if (b->tail != NULL) {
         b->tail->next = item;
-    else
-        b->head = item;
-    b->tail = item;
-    if (!b->active)
+    } else {
+        b->head = item; /* it had nothing waiting: it joins the ring */
         activate(s, b);
+    }
+    b->tail = item;
     s->counters.deferred++;
     return false;
 }

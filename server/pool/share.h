@@ -39,8 +39,7 @@ struct share_bucket {
     int64_t credit;  /* bytes it may still write in this round; < 0: its debt */
     uint64_t served; /* bytes granted since it began to wait (see lag) */
     uint64_t epoch;  /* the credit counts only in this epoch */
-    int next;        /* the next bucket in the ring, or -1 */
-    bool active;     /* in the ring: has writes waiting */
+    int next;        /* the next bucket in the ring, or -1; in the ring while head is set */
     bool visited;    /* got its quantum at this visit */
 };
 
