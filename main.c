@@ -11,6 +11,7 @@
 #include "handlers/handlers.h"
 #include "server/base/config.h"
 #include "server/base/log.h"
+#include "server/control.h"
 #include "server/master.h"
 #include "server/pool/gateway.h"
 #include "server/server.h"
@@ -18,12 +19,14 @@
 static const struct module *const *const modules = handler_modules;
 
 /* What a process needs to serve: main()'s configuration and command line,
- * and the master's listening socket when there is one. */
+ * and with workers the master's listening socket and the control plane
+ * they share (else -1 and NULL). */
 struct run {
     struct config *cfg;
     int argc;
     char **argv;
     int listen_fd;
+    struct control *control;
 };
 
 /* One server on its own loop and threadpool until it stops. WORKER is 1..N
@@ -41,6 +44,8 @@ static int serve(unsigned worker, void *arg)
         return 1;
     }
     srv.worker = worker;
+    if (run->control != NULL)
+        server_join_control(&srv, run->control);
     rc = server_start(&srv, run->listen_fd);
     master_worker_ready();
     uv_run(loop, UV_RUN_DEFAULT);
@@ -52,6 +57,13 @@ static int serve(unsigned worker, void *arg)
     if (rc < 0)
         return 1;
     return closed == 0 ? 0 : 1;
+}
+
+/* The master has reaped a worker: its slot of the control plane is empty. */
+static void worker_gone(unsigned index, void *arg)
+{
+    struct run *run = arg;
+    control_worker_gone(run->control, index);
 }
 
 /* --routes: every module's routes, one a line, in matching order: the path
@@ -120,7 +132,13 @@ int main(int argc, char **argv)
      * connection once, and a worker that dies loses only what it accepted. */
     if (server_open_listener(cfg.listen, &run.listen_fd) < 0)
         return 1;
-    int status = master_run(workers, serve, &run);
+    run.control = control_create(workers, &cfg);
+    if (run.control == NULL) {
+        close(run.listen_fd);
+        return 1;
+    }
+    int status = master_run(workers, serve, worker_gone, &run);
+    control_free(run.control);
     close(run.listen_fd);
     return status;
 }

@@ -32,6 +32,7 @@ struct master {
     unsigned nworkers, live;
     bool stopping, failed;
     master_worker_fn run;
+    master_gone_fn gone;
     void *arg;
     pid_t pid;
     sigset_t signals, old_mask;
@@ -103,6 +104,8 @@ static void reap(struct master *m)
             continue;
         w->pid = 0;
         m->live--;
+        if (m->gone != NULL)
+            m->gone((unsigned)(w - m->workers) + 1, m->arg);
         char how[64];
         describe(status, how, sizeof how);
         if (m->stopping) {
@@ -152,9 +155,9 @@ void master_worker_ready(void)
     sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
-int master_run(unsigned nworkers, master_worker_fn run, void *arg)
+int master_run(unsigned nworkers, master_worker_fn run, master_gone_fn gone, void *arg)
 {
-    struct master m = {.nworkers = nworkers, .run = run, .arg = arg, .pid = getpid()};
+    struct master m = {.nworkers = nworkers, .run = run, .gone = gone, .arg = arg, .pid = getpid()};
     m.workers = calloc(nworkers, sizeof *m.workers);
     if (m.workers == NULL) {
         log_error("workers: out of memory");

@@ -16,13 +16,18 @@
  * early waits; it calls master_worker_ready() once its handlers are in. */
 typedef int (*master_worker_fn)(unsigned index, void *arg);
 
+/* The master has reaped worker INDEX (1..N), which has ended; a new one
+ * may follow in its slot. Runs in the master. */
+typedef void (*master_gone_fn)(unsigned index, void *arg);
+
 /* Unblocks the signals a worker starts with blocked (pending ones are then
  * delivered to the handlers just installed). Harmless outside a worker. */
 void master_worker_ready(void);
 
 /* Forks NWORKERS workers running RUN(index, ARG) and supervises them until
- * a SIGINT or SIGTERM has stopped them all. Returns 0 when every worker
- * exited 0 after the stop, 1 otherwise. */
-int master_run(unsigned nworkers, master_worker_fn run, void *arg);
+ * a SIGINT or SIGTERM has stopped them all, calling GONE(index, ARG) (if
+ * not NULL) for each worker it reaps. Returns 0 when every worker exited 0
+ * after the stop, 1 otherwise. */
+int master_run(unsigned nworkers, master_worker_fn run, master_gone_fn gone, void *arg);
 
 #endif

@@ -84,4 +84,43 @@ void server_snapshot(const struct server *srv, struct snapshot *s);
  * read at their next piece, and each module's reload hook. */
 void server_apply(struct server *srv, const struct config *next);
 
+/* A live change on its way to every worker (server_change). The caller
+ * embeds it in state it keeps until DONE has run. */
+struct server_change;
+typedef void (*server_change_fn)(struct server_change *change, bool everywhere);
+struct server_change {
+    struct server_change *next; /* the server's list of waiting changes */
+    uint64_t generation;        /* the settings' generation that carries it */
+    uint64_t deadline_ms;       /* uv_now: when DONE runs anyway */
+    server_change_fn done;
+};
+
+/* How long a change waits for the other workers before DONE says that
+ * some have not applied it yet. */
+#define SERVER_CHANGE_WAIT_MS 2000
+
+/* A live change, NEXT (a copy of server_config's with live keys changed):
+ * applied here at once (server_apply), and with workers published to every
+ * worker, each of which applies it from its own loop. Returns false when
+ * nothing is left to wait for (alone, or every running worker has applied
+ * it already; DONE never runs). Else returns true, and DONE(CHANGE, all)
+ * runs later on the loop, once every running worker has applied it (ALL
+ * true) or after SERVER_CHANGE_WAIT_MS (ALL false); CHANGE must stay valid
+ * until then. */
+bool server_change(struct server *srv, const struct config *next, struct server_change *change,
+                   server_change_fn done);
+
+/* With workers (> 1): how many there are (their indexes are 1..N), and
+ * which one this is; 0 and 0 for a server alone. */
+unsigned server_workers(const struct server *srv);
+unsigned server_worker(const struct server *srv);
+
+/* With workers: the generation of the live settings this worker runs (each
+ * published change moves it by one, across the workers); 0 alone. */
+uint64_t server_settings_generation(const struct server *srv);
+
+/* With workers: -1 when no worker runs in slot INDEX (1..N), else 1 when it
+ * has applied GENERATION (or a later one) and 0 when not yet. */
+int server_worker_applied(const struct server *srv, unsigned index, uint64_t generation);
+
 #endif

@@ -1,10 +1,17 @@
 /* Settings that change while the server runs: a reload (SIGHUP) and
- * POST /settings both end in server_apply. */
+ * POST /settings both end in server_apply. With workers, a change is also
+ * published through the control plane (server/control.h) and every other
+ * worker applies it from its own loop. */
 #include <string.h>
+#include <unistd.h>
 
+#include "server/control.h"
 #include "server/server.h"
 #include "server/server_internal.h"
 #include "server/module.h"
+
+/* While changes wait for the other workers, how often they look. */
+#define CHANGE_CHECK_MS 5
 
 /* The settings responses in flight read at each piece. */
 void server__apply_to_pumps(struct server *srv)
@@ -72,6 +79,162 @@ void server_apply(struct server *srv, const struct config *next)
     }
 }
 
+/* ---- the control plane: one set of live settings for every worker ---- */
+
+/* When each live key last changed is the plane's, so that every worker
+ * says the same. */
+static void take_changed(struct server *srv, const struct control_view *v)
+{
+    memcpy(srv->live_changed, v->changed, sizeof srv->live_changed);
+    memcpy(srv->live_changed_ms, v->changed_ms, sizeof srv->live_changed_ms);
+    srv->generation = v->generation;
+    control_applied(srv->control, srv->worker, v->generation);
+}
+
+/* Runs the shared settings V: the live keys' values over the running
+ * configuration, applied as a local change would be. */
+static void adopt(struct server *srv, const struct control_view *v)
+{
+    struct config next = *srv->cfg;
+    const struct config_key *k;
+    for (size_t i = 0; (k = config_key_at(&next, i)) != NULL; i++) {
+        char err[CONFIG_ERR_MAX];
+        if (k->when == CONFIG_LIVE && config_set_live(&next, k->name, v->value[i], err) != 0)
+            log_error("control: shared %s refused: %s", k->name, err);
+    }
+    server_apply(srv, &next);
+    take_changed(srv, v);
+}
+
+/* Publishes NEXT (see control_publish for BASE), wakes the other workers
+ * if that moved the generation, and runs the result here. */
+static void publish(struct server *srv, const struct config *next, const struct config *base)
+{
+    struct control_view v;
+    uint64_t now = uv_now(srv->loop) - srv->started_ms;
+    if (control_publish(srv->control, next, base, now, &v))
+        control_wake_others(srv->control, srv->worker);
+    if (base != NULL)
+        adopt(srv, &v); /* NEXT, plus what others published meanwhile */
+    else
+        take_changed(srv, &v); /* NEXT is running and is what was published */
+}
+
+static void server_on_control(uv_poll_t *poll, int status, int events)
+{
+    struct server *srv = poll->data;
+    control_drain(srv->control, srv->worker);
+    struct control_view v;
+    control_read(srv->control, &v);
+    if (v.generation != srv->generation)
+        adopt(srv, &v);
+}
+
+/* Whether every running worker has applied GENERATION. */
+static bool applied_everywhere(const struct server *srv, uint64_t generation)
+{
+    for (unsigned i = 1; i <= control_workers(srv->control); i++) {
+        if (control_worker_state(srv->control, i, generation) == 0)
+            return false;
+    }
+    return true;
+}
+
+static void server_on_change_wait(uv_timer_t *timer)
+{
+    struct server *srv = timer->data;
+    uint64_t now = uv_now(srv->loop);
+    struct server_change **link = &srv->changes;
+    while (*link != NULL) {
+        struct server_change *ch = *link;
+        bool all = applied_everywhere(srv, ch->generation);
+        if (!all && now < ch->deadline_ms) {
+            link = &ch->next;
+            continue;
+        }
+        *link = ch->next; /* out of the list before DONE, which may free it */
+        ch->done(ch, all);
+    }
+    if (srv->changes == NULL)
+        uv_timer_stop(timer);
+}
+
+bool server_change(struct server *srv, const struct config *next, struct server_change *change,
+                   server_change_fn done)
+{
+    if (srv->control == NULL) {
+        server_apply(srv, next);
+        return false;
+    }
+    publish(srv, next, srv->cfg);
+    if (applied_everywhere(srv, srv->generation))
+        return false;
+    *change = (struct server_change){.next = srv->changes,
+                                     .generation = srv->generation,
+                                     .deadline_ms = uv_now(srv->loop) + SERVER_CHANGE_WAIT_MS,
+                                     .done = done};
+    if (srv->changes == NULL && uv_timer_start(&srv->control_wait, server_on_change_wait,
+                                               CHANGE_CHECK_MS, CHANGE_CHECK_MS) < 0)
+        return false; /* only while closing: nobody is left to wait for */
+    srv->changes = change;
+    return true;
+}
+
+void server_join_control(struct server *srv, struct control *ctl)
+{
+    srv->control = ctl;
+    /* uv_now may read a coarser clock than CLOCK_MONOTONIC, a tick behind. */
+    uint64_t epoch = control_epoch_ms(ctl), now = uv_now(srv->loop);
+    srv->started_ms = epoch < now ? epoch : now;
+    struct control_view v;
+    control_join(ctl, srv->worker, getpid(), &v);
+    adopt(srv, &v);
+}
+
+int server__control_start(struct server *srv)
+{
+    int rc = uv_poll_init(srv->loop, &srv->control_poll, control_fd(srv->control, srv->worker));
+    if (rc < 0)
+        return rc;
+    uv_timer_init(srv->loop, &srv->control_wait);
+    srv->open_handles += 2;
+    srv->control_poll.data = srv->control_wait.data = srv;
+    rc = uv_poll_start(&srv->control_poll, UV_READABLE, server_on_control);
+    if (rc < 0)
+        server__control_close(srv);
+    return rc;
+}
+
+void server__control_close(struct server *srv)
+{
+    if (srv->control == NULL)
+        return;
+    server__close_handle(srv, (uv_handle_t *)&srv->control_poll);
+    server__close_handle(srv, (uv_handle_t *)&srv->control_wait);
+}
+
+unsigned server_workers(const struct server *srv)
+{
+    return srv->control != NULL ? control_workers(srv->control) : 0;
+}
+
+unsigned server_worker(const struct server *srv)
+{
+    return srv->worker;
+}
+
+uint64_t server_settings_generation(const struct server *srv)
+{
+    return srv->control != NULL ? srv->generation : 0;
+}
+
+int server_worker_applied(const struct server *srv, unsigned index, uint64_t generation)
+{
+    return control_worker_state(srv->control, index, generation);
+}
+
+/* ---- a reload ---- */
+
 void server_reload(struct server *srv)
 {
     struct config next;
@@ -94,4 +257,6 @@ void server_reload(struct server *srv)
     char part[32];
     config_format_size(next.partition, part, sizeof part);
     log_info("reloaded the configuration (partition %s)", part);
+    if (srv->control != NULL)
+        publish(srv, srv->cfg, NULL);
 }

@@ -94,6 +94,7 @@ static void server_finish(struct server *srv)
     server__close_handle(srv, (uv_handle_t *)&srv->sigint);
     server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
     server__close_handle(srv, (uv_handle_t *)&srv->sighup);
+    server__control_close(srv);
     gateway_close(&srv->gateway);
     pump_sender_close(&srv->sender);
     access_log_close(&srv->access);
@@ -232,6 +233,10 @@ int server_start(struct server *srv, int listen_fd)
         (rc = uv_timer_start(&srv->tick, server_on_tick, 1000, 1000)) < 0 ||
         (rc = server__listener_start(srv)) < 0) {
         log_error("start: %s", uv_strerror(rc));
+        goto fail_close_handles;
+    }
+    if (srv->control != NULL && (rc = server__control_start(srv)) < 0) {
+        log_error("control plane: %s", uv_strerror(rc));
         goto fail_close_handles;
     }
     return 0;

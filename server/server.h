@@ -42,6 +42,8 @@ struct route_row {
 
 struct conn;
 struct snapshot;
+struct control;
+struct server_change;
 
 /* The listener and everything shared by its connections. Lives in main();
  * owns its handles, the access log and (through the list) every connection. */
@@ -84,7 +86,14 @@ struct server {
      * POST /settings or a reload since the start, and when (uptime, ms). */
     bool live_changed[CONFIG_KEYS_MAX];
     uint64_t live_changed_ms[CONFIG_KEYS_MAX];
-    uint64_t started_ms, stop_deadline_ms;
+    uint64_t started_ms, stop_deadline_ms; /* started_ms: the server's epoch with workers */
+    /* workers > 1: the control plane the workers share (server/control.h,
+     * main()'s), else NULL and the three below are unused. */
+    struct control *control;
+    uv_poll_t control_poll;        /* this worker's eventfd: another published */
+    uv_timer_t control_wait;       /* runs while changes wait for every worker */
+    struct server_change *changes; /* those changes (their callers own them) */
+    uint64_t generation;           /* of the shared settings this worker runs */
     bool stopping;
     unsigned open_handles; /* server handles not yet closed */
 };
@@ -126,6 +135,12 @@ void server_count_response(struct server *srv, const struct route *route, int st
  * keep their running value (logged); the access log file is reopened. A
  * configuration with an error changes nothing (the error is logged). */
 void server_reload(struct server *srv);
+
+/* workers > 1, before server_start: joins the control plane CTL as worker
+ * srv->worker. The server's epoch becomes CTL's (so uptimes agree across
+ * workers) and the shared live settings are applied, so that a worker
+ * started again after a crash runs what the others run, not the file. */
+void server_join_control(struct server *srv, struct control *ctl);
 
 /* Graceful stop: no more accepting; idle connections close now, busy ones
  * after their response or at the deadline. The loop ends when all is closed. */

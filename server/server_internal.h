@@ -28,5 +28,11 @@ void server__router_init(struct server *srv);
 
 /* reload.c: pushes what responses in flight read at each piece. */
 void server__apply_to_pumps(struct server *srv);
+/* reload.c, with workers: starts watching this worker's eventfd (and sets
+ * up the timer of changes that wait). Returns 0, or a negative UV_E* code
+ * with what it opened closing. */
+int server__control_start(struct server *srv);
+/* Closes what server__control_start opened (nothing without workers). */
+void server__control_close(struct server *srv);
 
 #endif

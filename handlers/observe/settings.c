@@ -10,7 +10,11 @@
 
 #define FORM_MAX 4096 /* a form of every live key fits many times over */
 
+/* A POST's state: its form, and then its change while the other workers
+ * apply it (the connection is held meanwhile). */
 struct form {
+    struct conn *conn;
+    struct server_change change;
     size_t len;
     char data[FORM_MAX + 1];
 };
@@ -197,11 +201,11 @@ static bool form_decode(char *s)
     return true;
 }
 
-/* Applies FORM's pairs to a copy of the running configuration; the copy
- * replaces it only if every pair is valid. Returns 0, or 400 with ERR. */
-static int apply_form(struct server *srv, char *form, char err[CONFIG_ERR_MAX])
+/* Applies FORM's pairs to *NEXT, a copy of the running configuration,
+ * which is to replace it only if every pair is valid. Returns 0, or 400
+ * with ERR. */
+static int read_form(char *form, struct config *next, char err[CONFIG_ERR_MAX])
 {
-    struct config next = *server_config(srv);
     char *save = NULL;
     for (char *pair = strtok_r(form, "&", &save); pair != NULL; pair = strtok_r(NULL, "&", &save)) {
         char *eq = strchr(pair, '=');
@@ -215,10 +219,9 @@ static int apply_form(struct server *srv, char *form, char err[CONFIG_ERR_MAX])
             snprintf(err, CONFIG_ERR_MAX, "'%.64s': bad %%-escape", key);
             return 400;
         }
-        if (config_set_live(&next, key, value, err) != 0)
+        if (config_set_live(next, key, value, err) != 0)
             return 400;
     }
-    server_apply(srv, &next);
     return 0;
 }
 
@@ -238,7 +241,28 @@ static void settings_changes_json(const struct server *srv, struct buf *o)
     buf_printf(o, "}");
 }
 
-static int send_settings(struct conn *c)
+/* With workers: the worker answering, the generation of the settings it
+ * runs, and which running workers have applied it and which not yet. */
+static void workers_json(const struct server *srv, struct buf *o)
+{
+    uint64_t gen = server_settings_generation(srv);
+    buf_printf(o, ",\"worker\":%u,\"generation\":%" PRIu64, server_worker(srv), gen);
+    for (int want = 1; want >= 0; want--) {
+        const char *sep = "";
+        buf_printf(o, ",\"%s\":[", want ? "applied" : "pending");
+        for (unsigned i = 1; i <= server_workers(srv); i++) {
+            if (server_worker_applied(srv, i, gen) == want) {
+                buf_printf(o, "%s%u", sep, i);
+                sep = ",";
+            }
+        }
+        buf_printf(o, "]");
+    }
+}
+
+/* Answers STATUS with the live settings as JSON. Returns 0, or 500 when
+ * the body could not be built (nothing sent). */
+static int send_settings(struct conn *c, int status)
 {
     const struct server *srv = conn_server(c);
     struct buf o;
@@ -255,16 +279,53 @@ static int send_settings(struct conn *c)
     }
     buf_printf(&o, ",\"changed_ms\":");
     settings_changes_json(srv, &o);
+    if (server_workers(srv) > 0)
+        workers_json(srv, &o);
     buf_printf(&o, "}\n");
     if (o.failed) {
         free(o.data);
         return 500;
     }
-    conn_head_start(c, 200);
+    conn_head_start(c, status);
     conn_head_add(c, "Content-Type: application/json\r\nCache-Control: no-store\r\n");
     conn_send_body(c, o.data, o.len);
     free(o.data);
     return 0;
+}
+
+/* Every running worker has applied the POST's change (EVERYWHERE), or the
+ * wait is over: 200, or 202 with the workers still pending. */
+static void settings_on_applied(struct server_change *change, bool everywhere)
+{
+    struct form *f = container_of(change, struct form, change);
+    struct conn *c = f->conn;
+    if (!conn_closing(c) && send_settings(c, everywhere ? 200 : 202) != 0)
+        conn_send_error(c, 500, NULL);
+    conn_release(c);
+}
+
+/* POST: the form's change, everywhere. Returns 0 when it answers (now or
+ * once every worker has applied it). */
+static int settings_post(struct conn *c, struct form *f)
+{
+    struct server *srv = conn_server(c);
+    char err[CONFIG_ERR_MAX] = "a NUL byte in the form";
+    struct config next = *server_config(srv);
+    f->data[f->len] = '\0';
+    if (strlen(f->data) != f->len || read_form(f->data, &next, err) != 0) {
+        conn_head_start(c, 400);
+        conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
+        char text[CONFIG_ERR_MAX + 2];
+        snprintf(text, sizeof text, "%s\n", err);
+        conn_send_text(c, text);
+        return 0;
+    }
+    f->conn = c;
+    if (server_change(srv, &next, &f->change, settings_on_applied)) {
+        conn_hold(c);
+        return 0;
+    }
+    return send_settings(c, 200);
 }
 
 static int settings_on_request(struct conn *c, const struct request *req)
@@ -285,20 +346,9 @@ static int settings_on_request(struct conn *c, const struct request *req)
         conn_send_text(c, text);
         return 0;
     }
-    if (req->method == HTTP_POST) {
-        struct form *f = conn_state(c);
-        char err[CONFIG_ERR_MAX] = "a NUL byte in the form";
-        f->data[f->len] = '\0';
-        if (strlen(f->data) != f->len || apply_form(conn_server(c), f->data, err) != 0) {
-            conn_head_start(c, 400);
-            conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
-            char text[CONFIG_ERR_MAX + 2];
-            snprintf(text, sizeof text, "%s\n", err);
-            conn_send_text(c, text);
-            return 0;
-        }
-    }
-    return send_settings(c);
+    if (req->method == HTTP_POST)
+        return settings_post(c, conn_state(c));
+    return send_settings(c, 200);
 }
 
 static const struct route settings_routes[] = {
