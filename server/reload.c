@@ -230,7 +230,7 @@ uint64_t server_settings_generation(const struct server *srv)
 
 int server_worker_applied(const struct server *srv, unsigned index, uint64_t generation)
 {
-    return control_worker_state(srv->control, index, generation);
+    return srv->control != NULL ? control_worker_state(srv->control, index, generation) : -1;
 }
 
 /* ---- a reload ---- */
