@@ -54,6 +54,7 @@ void server_apply(struct server *srv, const struct config *next)
         if (strcmp(was, is) != 0) {
             srv->live_changed[i] = true;
             srv->live_changed_ms[i] = now;
+            history_add_marker(&srv->history, now, k->name, is);
             log_info("%s: %s -> %s", k->name, was, is);
         }
     }
