@@ -4,14 +4,23 @@
 # requests' p50 and p99 over the recent window, the bytes sent), at most
 # `capacity` of them, and the setting changes with their values, as
 # POST /settings made them; since=MS keeps what came after. It is an
-# instrument: counted in /stats, not in the latency it serves. States and
-# counters only.
+# instrument: counted in /stats, not in the latency it serves. Then, after
+# 30 s of traffic, headless Chromium opens the dashboard: its chart starts
+# where the server's history starts, not where the page did, and its
+# markers name the values of every change (the page exposes what it drew
+# in data attributes, read through --dump-dom). States and counters only.
 import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
 import threading
 
-from harness import IO_TIMEOUT, KiB, Conn, Server, is_, note, ok, poll, run, text_bytes
+from harness import (IO_TIMEOUT, SLOW, KiB, Conn, Server, is_, like, note, ok, poll, run,
+                     skip_test, text_bytes)
 
-TRAFFIC_MS = 30000  # server time with traffic before the history is read
+TRAFFIC_MS = 30000  # server time with traffic before the browser opens the page
 FILES = {"small.txt": text_bytes(2 * KiB), "big.txt": text_bytes(512 * KiB)}
 COLUMNS = ["t_ms", "requests", "p50_us", "p99_us", "bytes_sent"]
 
@@ -127,6 +136,47 @@ def markers(srv, changes):
         "since= the first change: the later ones")
 
 
+def dump_dom(chromium, url):
+    """Chromium's DOM of url after 4 s of virtual time: (exit status, DOM, stderr)."""
+    profile = tempfile.mkdtemp(prefix="unclog-chromium-")
+    try:
+        proc = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--window-size=1280,800",
+             "--virtual-time-budget=4000", "--user-data-dir=" + profile, "--dump-dom", url],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            timeout=90 * SLOW)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode()
+
+
+def chart(dom):
+    """The chart canvas' data attributes, as a dict."""
+    m = re.search(r'<canvas id="chart"([^>]*)>', dom)
+    return dict(re.findall(r'data-([\w-]+)="([^"]*)"', m.group(1))) if m else {}
+
+
+def page(chromium, srv, h, changes):
+    """The dashboard opened after the traffic shows the server's history."""
+    busy = [r for r in rows(h) if r[1] > 0]
+    opened = srv.stats()["uptime_ms"]
+    status, dom, err = dump_dom(chromium, "http://127.0.0.1:%d/.unclog/dashboard" % srv.port)
+    ok(status == 0, "chromium --dump-dom: exit status 0", err[-2000:])
+    c = chart(dom)
+    note("the chart: %r, opened at %d ms" % (c, opened))
+    frm, to = int(c.get("from") or 1 << 62), int(c.get("to") or 0)
+    ok(frm <= busy[0][0], "the chart starts at the server's first busy sample (%d ms), before "
+       "the page opened (%d ms)" % (busy[0][0], opened), "from %d" % frm)
+    ok(to >= opened, "and reaches the page's own polls")
+    ok(int(c.get("points") or 0) >= len(busy),
+       "it draws every busy sample the history had (%d)" % len(busy))
+    note("the chart spans %.1f s of server time" % ((to - frm) / 1000))
+    for _, key, value in changes:
+        like(c.get("markers", ""), r"\b%s=%s\b" % (key, value),
+             "a marker names %s=%s, as it was then" % (key, value))
+
+
 def main():
     srv = Server(files=FILES, args=["--admin", "on"], name="server with history").start()
     instrument(srv)
@@ -139,8 +189,15 @@ def main():
             answer = post(srv, form)
             changes.append((answer["changed_ms"]["partition"], "partition", want))
         poll(lambda: srv.stats()["uptime_ms"] >= start_ms + TRAFFIC_MS, 2 * TRAFFIC_MS / 1000)
-        endpoint(srv, start_ms)
+        h = endpoint(srv, start_ms)
         markers(srv, changes)
+        chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+        if chromium is None and os.environ.get("UNCLOG_REQUIRE_BROWSER") == "1":
+            ok(False, "chromium is installed (UNCLOG_REQUIRE_BROWSER=1)")
+        elif chromium is None:
+            skip_test("the dashboard opened after 30 s shows them", "chromium is not installed")
+        else:
+            page(chromium, srv, h, changes)
     finally:
         traffic.stop()
     ok(traffic.answered > 0 and not traffic.errors,
