@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "server/base/config.h"
+#include "server/base/history.h"
 #include "server/http/conn.h"
 #include "server/base/snapshot.h"
 #include "server/base/util.h"
@@ -72,6 +73,10 @@ void *server_module_state(const struct server *srv, const struct module *m);
 /* Whether the live key at index KEY (config_key_at) changed since the
  * start, by POST /settings or a reload; when, in *UPTIME_MS. */
 bool server_setting_changed(const struct server *srv, size_t key, uint64_t *uptime_ms);
+
+/* What the dashboard plots over the last two minutes and the last setting
+ * changes (server/base/history.h), sampled every HISTORY_PERIOD_MS. */
+const struct history *server_history(const struct server *srv);
 
 /* Appends every figure the server shows to S (server/base/snapshot.h):
  * its identity and settings, requests, responses and their latency,

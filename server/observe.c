@@ -214,3 +214,24 @@ void server_snapshot(const struct server *srv, struct snapshot *s)
     gateway_stats(&srv->gateway, s);
     pump_sender_stats(&srv->sender, s);
 }
+
+/* ---- history ----------------------------------------------------------- */
+
+/* The figures of the dashboard's chart: small requests' latency in the
+ * recent window, the bytes sent, at the server's uptime. */
+void server_sample(const struct server *srv, struct history_sample *out)
+{
+    uint64_t now = uv_now(srv->loop);
+    struct hist_summary h;
+    hist_summary(&srv->latency[SERVER_SMALL], now, &h);
+    *out = (struct history_sample){.t_ms = now - srv->started_ms,
+                                   .requests = h.count,
+                                   .p50_us = h.p50,
+                                   .p99_us = h.p99,
+                                   .bytes_sent = srv->bytes_sent};
+}
+
+const struct history *server_history(const struct server *srv)
+{
+    return &srv->history;
+}

@@ -55,6 +55,15 @@ static void server_on_tick(uv_timer_t *timer)
         conn_stop_all(&srv->conn_env, true);
 }
 
+/* Every HISTORY_PERIOD_MS: what the dashboard would see now, into the ring. */
+static void server_on_sample(uv_timer_t *timer)
+{
+    struct server *srv = timer->data;
+    struct history_sample s;
+    server_sample(srv, &s);
+    history_add_sample(&srv->history, &s);
+}
+
 static void server_on_signal(uv_signal_t *sig, int signum)
 {
     struct server *srv = sig->data;
@@ -91,6 +100,7 @@ static void server_on_sent(void *arg, uint64_t flow, size_t bytes)
 static void server_finish(struct server *srv)
 {
     server__close_handle(srv, (uv_handle_t *)&srv->tick);
+    server__close_handle(srv, (uv_handle_t *)&srv->sample);
     server__close_handle(srv, (uv_handle_t *)&srv->sigint);
     server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
     server__close_handle(srv, (uv_handle_t *)&srv->sighup);
@@ -212,14 +222,16 @@ int server_start(struct server *srv, int listen_fd)
     /* Timers cannot fail to initialise. The first signal handle can: it
      * creates the loop's signal pipe, which the second one then shares. */
     uv_timer_init(loop, &srv->tick);
-    srv->open_handles++;
-    srv->tick.data = srv;
+    uv_timer_init(loop, &srv->sample);
+    srv->open_handles += 2;
+    srv->tick.data = srv->sample.data = srv;
     rc = uv_signal_init(loop, &srv->sigint);
     if (rc < 0) {
         log_error("signal handler: %s", uv_strerror(rc));
         srv->stopping = true;
         server__close_listener(srv);
         server__close_handle(srv, (uv_handle_t *)&srv->tick);
+        server__close_handle(srv, (uv_handle_t *)&srv->sample);
         goto fail_close_log;
     }
     uv_signal_init(loop, &srv->sigterm);
@@ -231,6 +243,8 @@ int server_start(struct server *srv, int listen_fd)
         (rc = uv_signal_start(&srv->sigterm, server_on_signal, SIGTERM)) < 0 ||
         (rc = uv_signal_start(&srv->sighup, server_on_signal, SIGHUP)) < 0 ||
         (rc = uv_timer_start(&srv->tick, server_on_tick, 1000, 1000)) < 0 ||
+        (rc = uv_timer_start(&srv->sample, server_on_sample, HISTORY_PERIOD_MS,
+                             HISTORY_PERIOD_MS)) < 0 ||
         (rc = server__listener_start(srv)) < 0) {
         log_error("start: %s", uv_strerror(rc));
         goto fail_close_handles;
@@ -248,6 +262,7 @@ fail_close_handles:
     server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
     server__close_handle(srv, (uv_handle_t *)&srv->sighup);
     server__close_handle(srv, (uv_handle_t *)&srv->tick);
+    server__close_handle(srv, (uv_handle_t *)&srv->sample);
 fail_close_log:
     access_log_close(&srv->access);
     gateway_close(&srv->gateway);

@@ -9,6 +9,7 @@
 
 #include "server/pool/budget.h"
 #include "server/base/config.h"
+#include "server/base/history.h"
 #include "server/pool/gateway.h"
 #include "server/base/log.h"
 #include "server/http/clients.h"
@@ -60,7 +61,8 @@ struct server {
     unsigned refused_logged;   /* 503s since the last tick: one log line per second */
     unsigned freed_since_tick; /* connections freed: the tick trims the heap after */
     uv_signal_t sigint, sigterm, sighup;
-    uv_timer_t tick; /* 1 s: refreshes the Date header, flushes the access log */
+    uv_timer_t tick;   /* 1 s: refreshes the Date header, flushes the access log */
+    uv_timer_t sample; /* HISTORY_PERIOD_MS: takes a sample into history */
     struct access_log access;
     struct gateway gateway;                 /* the one door to the threadpool */
     struct budget budget;                   /* what buffers may hold at once */
@@ -86,6 +88,9 @@ struct server {
      * POST /settings or a reload since the start, and when (uptime, ms). */
     bool live_changed[CONFIG_KEYS_MAX];
     uint64_t live_changed_ms[CONFIG_KEYS_MAX];
+    /* What the dashboard plots over the last two minutes, and the setting
+     * changes (GET /stats/history). */
+    struct history history;
     uint64_t started_ms, stop_deadline_ms; /* started_ms: the server's epoch with workers */
     /* workers > 1: the control plane the workers share (server/control.h,
      * main()'s), else NULL and the three below are unused. */
@@ -129,6 +134,10 @@ int server_start(struct server *srv, int listen_fd);
  * routing) and its status class, and its latency US by size. */
 void server_count_response(struct server *srv, const struct route *route, int status,
                            uint64_t bytes, uint64_t us);
+
+/* The figures the dashboard plots, as they are now: the one place the
+ * history takes them from (server/observe.c). */
+void server_sample(const struct server *srv, struct history_sample *out);
 
 /* SIGHUP: reads the configuration again as startup did. Keys that can change
  * live take effect for new work at once; listen, root, threads and workers

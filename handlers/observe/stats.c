@@ -1,5 +1,6 @@
 #include "handlers/observe/stats.h"
 
+#include "handlers/observe/history.h"
 #include "handlers/observe/metrics.h"
 
 #include <inttypes.h>
@@ -69,6 +70,21 @@ static void render_json(struct buf *o, const struct snapshot *s)
     buf_printf(o, "}\n");
 }
 
+/* Answers C with O's text (a growing buf, freed here) as a 200 of TYPE (a
+ * Content-Type) not to be cached. Returns 0, or 500 when O failed. */
+static int send_buf(struct conn *c, struct buf *o, const char *type)
+{
+    if (o->failed) {
+        free(o->data);
+        return 500;
+    }
+    conn_head_start(c, 200);
+    conn_head_add(c, "Content-Type: %s\r\nCache-Control: no-store\r\n", type);
+    conn_send_body(c, o->data, o->len);
+    free(o->data);
+    return 0;
+}
+
 int stats_answer(struct conn *c, stats_render_fn render, const char *type)
 {
     struct snapshot s;
@@ -80,15 +96,8 @@ int stats_answer(struct conn *c, stats_render_fn render, const char *type)
     if (complete)
         render(&o, &s);
     snap_free(&s);
-    if (!complete || o.failed) {
-        free(o.data);
-        return 500;
-    }
-    conn_head_start(c, 200);
-    conn_head_add(c, "Content-Type: %s\r\nCache-Control: no-store\r\n", type);
-    conn_send_body(c, o.data, o.len);
-    free(o.data);
-    return 0;
+    o.failed |= !complete;
+    return send_buf(c, &o, type);
 }
 
 static int stats_on_request(struct conn *c, const struct request *req)
@@ -101,7 +110,19 @@ static int metrics_on_request(struct conn *c, const struct request *req)
     return stats_answer(c, metrics_render, "text/plain; version=0.0.4; charset=utf-8");
 }
 
-/* One snapshot, two renderers: JSON and Prometheus text. */
+static int history_on_request(struct conn *c, const struct request *req)
+{
+    struct buf o;
+    buf_init_growing(&o);
+    if (!history_render(&o, conn_server(c), req->target)) {
+        free(o.data);
+        return 400;
+    }
+    return send_buf(c, &o, "application/json");
+}
+
+/* One snapshot, two renderers: JSON and Prometheus text; and the history
+ * the dashboard draws (history.h). */
 static const struct route stats_routes[] = {
     {.path = "/stats",
      .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
@@ -112,6 +133,11 @@ static const struct route stats_routes[] = {
      .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
      .allow = "GET, HEAD",
      .on_request = metrics_on_request,
+     .instrument = true},
+    {.path = "/stats/history",
+     .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
+     .allow = "GET, HEAD",
+     .on_request = history_on_request,
      .instrument = true},
     {0},
 };

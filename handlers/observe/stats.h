@@ -8,7 +8,8 @@
 /* GET /stats: the server's snapshot (server_snapshot) as one JSON object:
  * its identity and settings, requests, responses and latency, connections,
  * memory, each module's members, the scheduler and the jobs per class.
- * GET /metrics: the same snapshot in Prometheus text (metrics.h). */
+ * GET /metrics: the same snapshot in Prometheus text (metrics.h).
+ * GET /stats/history: what the dashboard draws, over time (history.h). */
 extern const struct module stats_module;
 
 struct buf;

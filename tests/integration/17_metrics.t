@@ -30,8 +30,8 @@ FILES = {"small.txt": b"small", "mid.bin": random_bytes(100 * KiB, 17),
          "text.txt": text_bytes(30 * KiB + 1)}
 BODY = text_bytes(200 * KiB + 1)
 CLASSES = ("open", "read", "gzip", "list", "cache")
-ROUTES = ("none", "unrouted", "/gzip", "/stats", "/settings", "/metrics", "/.unclog/dashboard",
-          "static")
+ROUTES = ("none", "unrouted", "/gzip", "/stats", "/stats/history", "/settings", "/metrics",
+          "/.unclog/dashboard", "static")
 LIVE_KEYS = ("partition", "gzip_partition", "scheduler", "emulate_disk", "gzip_files",
              "gzip_static", "file_cache")
 # Bucket bounds: 2^0 .. 2^26 microseconds, in seconds, exactly as printed.
@@ -255,8 +255,8 @@ def test_counters(srv):
         "request_duration_seconds: the 3 GETs of 100 KiB are large, the other responses small,"
         " the scrape not timed")
     instruments = sum(v for labels, v in m1.series("unclog_http_responses_total").items()
-                      if dict(labels)["route"] in ("/stats", "/metrics", "/settings",
-                                                     "/.unclog/dashboard"))
+                      if dict(labels)["route"] in ("/stats", "/stats/history", "/metrics",
+                                                     "/settings", "/.unclog/dashboard"))
     is_(m1.total("unclog_http_request_duration_seconds_count"),
         m1.total("unclog_http_responses_total") - instruments,
         "request_duration_seconds _count (small + large) == responses_total less the instruments'")

@@ -3,8 +3,8 @@
 # gzip-encoded, and a script in it fetches a gzip-encoded text file and a
 # byte range; the DOM it dumps shows the decoded text. Then the dashboard
 # built into the server, from a root with nothing of static/ (an empty one
-# first): its script runs, shows live figures and fetches nothing but /stats
-# and /settings; static/dashboard.html served as a file does the same.
+# first): its script runs, shows live figures and fetches nothing but /stats,
+# /stats/history and /settings; static/dashboard.html served as a file does the same.
 # Without `--admin on` it hides its selector and says how to enable it;
 # with it, under a flood (threads downloading a 32 MiB file in a loop, a few
 # small GETs a second), Chromium, driven over the DevTools protocol (a small
@@ -501,7 +501,7 @@ def dashboard_admin_off(chromium):
     """The built-in page from an empty root, without --admin on: live
     figures, no selector, a note how to enable it; ?set= is refused on the
     page and changes nothing; the browser asked for nothing but the page,
-    /stats and /settings."""
+    /stats, /stats/history and /settings."""
     with Server(name="server of an empty directory") as srv:
         status, dom, err = dump_dom(
             chromium, "http://127.0.0.1:%d%s?set=partition=64k" % (srv.port, DASHBOARD), 5000)
@@ -517,8 +517,8 @@ def dashboard_admin_off(chromium):
         is_(attr(dom, "set-result", "data-state"), "error", "?set= without admin: an error")
         is_(srv.stats()["settings"]["partition"], "auto", "and the server's partition is unchanged")
         srv.stop()
-        is_(access_targets(srv), {DASHBOARD, "/stats", "/settings"},
-            "the browser asked for the page, /stats and /settings, nothing else")
+        is_(access_targets(srv), {DASHBOARD, "/stats", "/stats/history", "/settings"},
+            "the browser asked for the page, /stats, its history and /settings, nothing else")
 
 
 def dashboard_file(chromium):
@@ -532,8 +532,8 @@ def dashboard_file(chromium):
            "status %d; stderr tail:\n%s" % (status, err[-2000:]))
         dashboard_live_figures(srv, dom, "/dashboard.html, a file")
         srv.stop()
-        is_(access_targets(srv), {"/dashboard.html", "/stats", "/settings"},
-            "the browser asked for the file, /stats and /settings, nothing else")
+        is_(access_targets(srv), {"/dashboard.html", "/stats", "/stats/history", "/settings"},
+            "the browser asked for the file, /stats, its history and /settings, nothing else")
 
 
 def dashboard_live(chromium):
@@ -652,6 +652,9 @@ def dashboard_live(chromium):
                                    or ""), "the old server's markers are gone")
         browser.no_errors("(bad value, server down and back)")
         srv.stop()
+        log = open(srv.access_log).read() if os.path.exists(srv.access_log) else ""
+        ok(re.search(r'"GET /stats/history\?since=0 HTTP/1\.1" 200', log),
+           "the page asked the new server for its whole history", log[-1500:])
     except BaseException:
         if browser:
             diag("chromium stderr tail:\n" + browser.stderr()[-2000:])

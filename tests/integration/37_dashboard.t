@@ -2,8 +2,9 @@
 # The dashboard built into the binary: served at /.unclog/dashboard whatever
 # the root (an empty directory here), the bytes of static/dashboard.html as
 # text/html, named by the startup line, one file that loads nothing but
-# /stats and /settings; and a site's own files, /dashboard.html and the rest
-# of /.unclog/ included, stay the site's. 35_browser.t renders it.
+# /stats, /stats/history and /settings; and a site's own files,
+# /dashboard.html and the rest of /.unclog/ included, stay the site's.
+# 35_browser.t renders it.
 import os
 import re
 
@@ -40,14 +41,15 @@ def empty_root():
 def self_contained():
     """Nothing for the browser to fetch from the root: every src and href is
     data: or in the page, CSS imports nothing, and the script fetches only
-    the server's own /stats and /settings."""
+    the server's own /stats, /stats/history and /settings."""
     text = PAGE.decode("utf-8")
     links = re.findall(r'\b(?:src|href)\s*=\s*["\']?([^"\'\s>]*)', text)
     is_([u for u in links if not u.startswith(("data:", "#"))], [],
         "every src and href of the page is a data: URI (%d)" % len(links))
     is_(re.findall(r"@import|url\((?!data:)", text), [], "the styles load nothing")
-    is_(sorted(set(re.findall(r'fetch\(\s*["\']([^"\']*)', text))), ["/settings", "/stats"],
-        "the script fetches /stats and /settings, by absolute path")
+    is_(sorted(set(re.findall(r'fetch\(\s*["\']([^"\']*)', text))),
+        ["/settings", "/stats", "/stats/history?since="],
+        "the script fetches /stats, /stats/history and /settings, by absolute path")
 
 
 def site_files_win():
