@@ -28,6 +28,7 @@ struct control {
     unsigned nslots;
     pthread_mutex_t lock; /* process-shared, robust */
     struct control_view shared;
+    struct history history;      /* the dashboard's: samples and changes */
     struct control_slot slots[]; /* nslots: worker i is slots[i - 1] */
 };
 
@@ -204,6 +205,7 @@ bool control_publish(struct control *ctl, const struct config *next, const struc
         memcpy(v->value[i], value, sizeof value);
         v->changed[i] = true;
         v->changed_ms[i] = now_ms;
+        history_add_marker(&ctl->history, now_ms, k->name, value);
         moved = true;
     }
     if (moved)
@@ -211,6 +213,23 @@ bool control_publish(struct control *ctl, const struct config *next, const struc
     *out = *v;
     unlock(ctl);
     return moved;
+}
+
+void control_history_sample(struct control *ctl, const struct history_sample *s)
+{
+    lock(ctl);
+    size_t n = history_samples(&ctl->history);
+    const struct history_sample *last = n > 0 ? history_sample_at(&ctl->history, n - 1) : NULL;
+    if (last == NULL || s->t_ms >= last->t_ms + HISTORY_PERIOD_MS / 2)
+        history_add_sample(&ctl->history, s);
+    unlock(ctl);
+}
+
+void control_history_read(struct control *ctl, struct history *out)
+{
+    lock(ctl);
+    *out = ctl->history;
+    unlock(ctl);
 }
 
 void control_wake_others(struct control *ctl, unsigned index)

@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include "server/base/config.h"
+#include "server/base/history.h"
 
 #define CONTROL_VALUE_MAX 64 /* a live value's text, NUL included */
 
@@ -76,6 +77,16 @@ void control_read(struct control *ctl, struct control_view *out);
  * under the mutex. Returns whether the generation moved. */
 bool control_publish(struct control *ctl, const struct config *next, const struct config *base,
                      uint64_t now_ms, struct control_view *out);
+
+/* The dashboard's history, one for the whole server so that a worker
+ * started again shows it too. Appends S, a worker's sample of the whole
+ * server, unless another worker's is already in for that period (taken
+ * less than half a period before); under the mutex. A change that
+ * control_publish records is also the history's marker. */
+void control_history_sample(struct control *ctl, const struct history_sample *s);
+
+/* Copies the shared history to *OUT, under the mutex. */
+void control_history_read(struct control *ctl, struct history *out);
 
 /* Wakes every worker slot but INDEX's (its eventfd). */
 void control_wake_others(struct control *ctl, unsigned index);

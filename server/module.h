@@ -76,7 +76,7 @@ bool server_setting_changed(const struct server *srv, size_t key, uint64_t *upti
 
 /* What the dashboard plots over the last two minutes and the last setting
  * changes (server/base/history.h), sampled every HISTORY_PERIOD_MS. */
-const struct history *server_history(const struct server *srv);
+const struct history *server_history(struct server *srv);
 
 /* Appends every figure the server shows to S (server/base/snapshot.h):
  * its identity and settings, requests, responses and their latency,

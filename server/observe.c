@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "server/base/snapshot.h"
+#include "server/control.h"
 #include "server/base/util.h"
 #include "server/server.h"
 #include "server/module.h"
@@ -231,7 +232,9 @@ void server_sample(const struct server *srv, struct history_sample *out)
                                    .bytes_sent = srv->bytes_sent};
 }
 
-const struct history *server_history(const struct server *srv)
+const struct history *server_history(struct server *srv)
 {
+    if (srv->control != NULL) /* the whole server's, copied here */
+        control_history_read(srv->control, &srv->history);
     return &srv->history;
 }

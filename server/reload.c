@@ -61,7 +61,7 @@ void server_apply(struct server *srv, const struct config *next)
         if (strcmp(was, is) != 0) {
             srv->live_changed[i] = true;
             srv->live_changed_ms[i] = now;
-            if (srv->control == NULL) /* with workers: adopt() marks, at the plane's time */
+            if (srv->control == NULL) /* with workers, control_publish marks */
                 history_add_marker(&srv->history, now, k->name, is);
             log_info("%s: %s -> %s", k->name, was, is);
         }
@@ -100,15 +100,8 @@ static void adopt(struct server *srv, const struct control_view *v)
     struct config next = *srv->cfg;
     const struct config_key *k;
     for (size_t i = 0; (k = config_key_at(&next, i)) != NULL; i++) {
-        char err[CONFIG_ERR_MAX], was[CONTROL_VALUE_MAX];
-        if (k->when != CONFIG_LIVE)
-            continue;
-        /* The dashboard's marker is at the change's time, which a worker
-         * started again after it (its history empty) learns here too. */
-        config_get(srv->cfg, k->name, was, sizeof was);
-        if (v->changed[i] && strcmp(was, v->value[i]) != 0)
-            history_add_marker(&srv->history, v->changed_ms[i], k->name, v->value[i]);
-        if (config_set_live(&next, k->name, v->value[i], err) != 0)
+        char err[CONFIG_ERR_MAX];
+        if (k->when == CONFIG_LIVE && config_set_live(&next, k->name, v->value[i], err) != 0)
             log_error("control: shared %s refused: %s", k->name, err);
     }
     server_apply(srv, &next);

@@ -11,6 +11,7 @@
 #include "server/http/conn.h"
 #include "server/base/http_date.h"
 #include "server/base/util.h"
+#include "server/control.h"
 
 /* How long a graceful stop waits for responses in progress. */
 #define STOP_GRACE_MS 5000
@@ -61,7 +62,10 @@ static void server_on_sample(uv_timer_t *timer)
     struct server *srv = timer->data;
     struct history_sample s;
     server_sample(srv, &s);
-    history_add_sample(&srv->history, &s);
+    if (srv->control != NULL)
+        control_history_sample(srv->control, &s);
+    else
+        history_add_sample(&srv->history, &s);
 }
 
 static void server_on_signal(uv_signal_t *sig, int signum)

@@ -61,7 +61,7 @@ static void put_markers(struct buf *o, const struct history *h, uint64_t since)
     buf_printf(o, "]");
 }
 
-static void render(struct buf *o, const struct server *srv, uint64_t since)
+static void render(struct buf *o, struct server *srv, uint64_t since)
 {
     static const struct {
         const char *name;
@@ -88,7 +88,7 @@ static void render(struct buf *o, const struct server *srv, uint64_t since)
     buf_printf(o, "}\n");
 }
 
-bool history_render(struct buf *out, const struct server *srv, const char *target)
+bool history_render(struct buf *out, struct server *srv, const char *target)
 {
     uint64_t since;
     if (!parse_since(target, &since))

@@ -11,6 +11,6 @@
  * SRV, as one JSON object of compact arrays; with since= in TARGET's
  * query, only what was recorded after uptime MS. Returns false, writing
  * nothing, when since= is not a number of milliseconds. */
-bool history_render(struct buf *out, const struct server *srv, const char *target);
+bool history_render(struct buf *out, struct server *srv, const char *target);
 
 #endif

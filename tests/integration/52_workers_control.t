@@ -6,7 +6,9 @@
 # not apply in time is named (202, "pending"), and applies once it runs
 # again. A SIGKILLed worker's replacement runs the live value, not the
 # file's. SIGHUP with an edited file reaches both and moves the generation
-# once. Counters and values, not timings.
+# once. The dashboard's history is the server's: the replacement answers
+# the samples taken before it started, and each change is marked once.
+# Counters and values, not timings.
 import json
 import os
 import signal
@@ -90,10 +92,30 @@ def replacement_adopts(srv, when):
     is_((st[1], stats[1]), (("4k", when), (4 * KiB, when)),
         "the replacement runs the live partition (4k), not the file's (auto)")
     after = survey(srv.stats)[1]
+    history_survives(srv, when, before["uptime_ms"])
     ok(after["pid"] != before["pid"] and after["uptime_ms"] > before["uptime_ms"],
        "its uptime is the server's, counted from the master's start",
        "before %r, after %r" % ((before["pid"], before["uptime_ms"]),
                                 (after["pid"], after["uptime_ms"])))
+
+
+def history_of(srv):
+    """(worker, its /stats/history) on one new connection."""
+    with Conn(srv.port) as c:
+        worker = json.loads(c.roundtrip("GET", "/stats").body)["worker"]
+        return worker, json.loads(c.roundtrip("GET", "/stats/history").body)
+
+
+def history_survives(srv, when, started_ms):
+    """Worker 1 is a replacement that started at STARTED_MS (uptime)."""
+    seen = survey(lambda: (lambda w, h: dict(h, worker=w))(*history_of(srv)))
+    h = seen[1]
+    is_([(m["key"], m["value"], m["t_ms"]) for m in h["markers"] if m["key"] == "partition"],
+        [("partition", "4k", when)], "the history marks partition=4k once, at its change")
+    ok(h["samples"]["t_ms"] and h["samples"]["t_ms"][0] < started_ms,
+       "the replacement answers the samples taken before it started",
+       "first sample %r, started %d" % (h["samples"]["t_ms"][:1], started_ms))
+    is_(h["markers"], seen[2]["markers"], "both workers answer the same markers")
 
 
 def reload_once(srv, gen):
