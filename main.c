@@ -14,6 +14,7 @@
 #include "server/master.h"
 #include "server/pool/gateway.h"
 #include "server/server.h"
+#include "server/whole.h"
 
 static const struct module *const *const modules = handler_modules;
 
@@ -24,6 +25,7 @@ struct run {
     int argc;
     char **argv;
     int listen_fd;
+    struct whole_region *whole; /* workers > 1: the whole-server figures, else NULL */
 };
 
 /* One server on its own loop and threadpool until it stops. WORKER is 1..N
@@ -41,6 +43,8 @@ static int serve(unsigned worker, void *arg)
         return 1;
     }
     srv.worker = worker;
+    if (run->whole != NULL && (rc = whole_attach(&srv, run->whole, worker)) < 0)
+        log_warn("whole-server figures: %s (this worker answers for itself)", uv_strerror(rc));
     rc = server_start(&srv, run->listen_fd);
     master_worker_ready();
     uv_run(loop, UV_RUN_DEFAULT);
@@ -120,7 +124,9 @@ int main(int argc, char **argv)
      * connection once, and a worker that dies loses only what it accepted. */
     if (server_open_listener(cfg.listen, &run.listen_fd) < 0)
         return 1;
+    run.whole = whole_create(workers);
     int status = master_run(workers, serve, &run);
+    whole_destroy(run.whole);
     close(run.listen_fd);
     return status;
 }

@@ -91,6 +91,7 @@ static void server_on_sent(void *arg, uint64_t flow, size_t bytes)
 static void server_finish(struct server *srv)
 {
     server__close_handle(srv, (uv_handle_t *)&srv->tick);
+    server__whole_close(srv);
     server__close_handle(srv, (uv_handle_t *)&srv->sigint);
     server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
     server__close_handle(srv, (uv_handle_t *)&srv->sighup);
@@ -195,6 +196,7 @@ void server_fini(struct server *srv)
             srv->modules[i]->fini(srv, srv->module_state[i]);
         srv->module_state[i] = NULL;
     }
+    server__whole_free(srv);
 }
 
 int server_start(struct server *srv, int listen_fd)
@@ -230,6 +232,7 @@ int server_start(struct server *srv, int listen_fd)
         (rc = uv_signal_start(&srv->sigterm, server_on_signal, SIGTERM)) < 0 ||
         (rc = uv_signal_start(&srv->sighup, server_on_signal, SIGHUP)) < 0 ||
         (rc = uv_timer_start(&srv->tick, server_on_tick, 1000, 1000)) < 0 ||
+        (srv->whole != NULL && (rc = server__whole_start(srv)) < 0) ||
         (rc = server__listener_start(srv)) < 0) {
         log_error("start: %s", uv_strerror(rc));
         goto fail_close_handles;
@@ -243,6 +246,7 @@ fail_close_handles:
     server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
     server__close_handle(srv, (uv_handle_t *)&srv->sighup);
     server__close_handle(srv, (uv_handle_t *)&srv->tick);
+    server__whole_close(srv);
 fail_close_log:
     access_log_close(&srv->access);
     gateway_close(&srv->gateway);

@@ -42,6 +42,7 @@ struct route_row {
 
 struct conn;
 struct snapshot;
+struct whole;
 
 /* The listener and everything shared by its connections. Lives in main();
  * owns its handles, the access log and (through the list) every connection. */
@@ -84,6 +85,9 @@ struct server {
      * POST /settings or a reload since the start, and when (uptime, ms). */
     bool live_changed[CONFIG_KEYS_MAX];
     uint64_t live_changed_ms[CONFIG_KEYS_MAX];
+    /* workers > 1: this worker's slot of the whole-server figures
+     * (server/whole.h); NULL alone. */
+    struct whole *whole;
     uint64_t started_ms, stop_deadline_ms;
     bool stopping;
     unsigned open_handles; /* server handles not yet closed */

@@ -29,4 +29,17 @@ void server__router_init(struct server *srv);
 /* reload.c: pushes what responses in flight read at each piece. */
 void server__apply_to_pumps(struct server *srv);
 
+/* observe.c: this process's own figures (server_snapshot merges the
+ * other workers' in, whole.h). */
+struct snapshot;
+void server__snapshot_own(const struct server *srv, struct snapshot *s);
+
+/* whole.c, with workers > 1 (srv->whole set). Publishes now and then every
+ * WHOLE_PUBLISH_MS; returns 0 or a negative UV_E* code. */
+int server__whole_start(struct server *srv);
+/* At the stop: closes its timer (counted in open_handles) if it started. */
+void server__whole_close(struct server *srv);
+/* server_fini, after the loop ran dry: frees srv->whole. */
+void server__whole_free(struct server *srv);
+
 #endif
