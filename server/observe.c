@@ -150,9 +150,11 @@ static void latency_stats(const struct server *srv, struct snapshot *s)
     static const enum snap_stat recent[] = {SNAP_STAT_COUNT, SNAP_STAT_P50, SNAP_STAT_P99,
                                             SNAP_STAT_MAX};
     for (int i = 0; i < SERVER_SIZES; i++) {
+        struct hist_summary sum;
+        hist_summary(&srv->latency[i], uv_now(srv->loop), &sum);
         snap_open(s, sizes[i], "size");
         for (size_t k = 0; k < ARRAY_SIZE(recent); k++)
-            snap_add_window(s, &latency_recent[k], &srv->latency[i], uv_now(srv->loop), recent[k]);
+            snap_add_window(s, &latency_recent[k], &srv->latency[i], &sum, recent[k]);
         snap_add_hist(s, &duration_def, &srv->latency_total[i]);
         snap_close(s);
     }

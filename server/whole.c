@@ -581,6 +581,23 @@ static bool merge_slots(struct merge *m, const struct server *srv, struct slot_s
     return true;
 }
 
+/* Each window figure's value again, from its merged window. */
+static void summarize_windows(struct merge *m)
+{
+    struct hist_summary sum[WHOLE_WINDOWS];
+    size_t n = m->nwindow < WHOLE_WINDOWS ? m->nwindow : WHOLE_WINDOWS;
+    for (size_t k = 0; k < n; k++)
+        hist_summary(m->window[k], m->now, &sum[k]);
+    for (size_t i = 0; i < m->s->len; i++) {
+        struct snap_entry *e = &m->s->entry[i];
+        size_t k = 0;
+        while (e->window != NULL && k < n && m->window[k] != e->window)
+            k++;
+        if (e->window != NULL && k < n)
+            e->value = snap_stat(&sum[k], e->stat);
+    }
+}
+
 void whole_merge(const struct server *srv, struct snapshot *s)
 {
     unsigned n = srv->whole->region->nslots;
@@ -597,11 +614,7 @@ void whole_merge(const struct server *srv, struct snapshot *s)
         publish_logged(srv->whole, srv, s, keys);
         if (index_build(&m.ix, s, keys) && (names = own_copies(&m, n)) != NULL &&
             merge_slots(&m, srv, seen)) {
-            for (size_t i = 0; i < s->len; i++) {
-                struct snap_entry *e = &s->entry[i];
-                if (e->window != NULL)
-                    e->value = snap_window_value(e->window, m.now, e->stat);
-            }
+            summarize_windows(&m);
             per_worker(&m, seen, n, names);
             done = true;
         }

@@ -120,31 +120,29 @@ bool snap_complete(const struct snapshot *s)
     return !s->failed && s->open == SNAP_TOP;
 }
 
-uint64_t snap_window_value(const struct hist *h, uint64_t now_ms, enum snap_stat stat)
+uint64_t snap_stat(const struct hist_summary *sum, enum snap_stat stat)
 {
-    struct hist_summary sum;
-    hist_summary(h, now_ms, &sum);
     switch (stat) {
     case SNAP_STAT_COUNT:
-        return sum.count;
+        return sum->count;
     case SNAP_STAT_P50:
-        return sum.p50;
+        return sum->p50;
     case SNAP_STAT_P99:
-        return sum.p99;
+        return sum->p99;
     default:
-        return sum.max;
+        return sum->max;
     }
 }
 
 void snap_add_window(struct snapshot *s, const struct snap_def *def, const struct hist *h,
-                     uint64_t now_ms, enum snap_stat stat)
+                     const struct hist_summary *sum, enum snap_stat stat)
 {
     struct snap_entry *e = figure(s, def, def->key);
     if (e == NULL)
         return;
     e->window = h;
     e->stat = stat;
-    e->value = snap_window_value(h, now_ms, stat);
+    e->value = snap_stat(sum, stat);
 }
 
 enum snap_merge snap_merge_of(const struct snap_def *def)

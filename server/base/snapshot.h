@@ -135,12 +135,13 @@ void snap_add_text(struct snapshot *s, const struct snap_def *def, const char *n
 /* Adds the histogram T (borrowed) of DEF. */
 void snap_add_hist(struct snapshot *s, const struct snap_def *def, const struct hist_total *t);
 
-/* Adds STAT of the recent window H (borrowed) at NOW_MS as DEF. */
+/* Adds STAT of the recent window H (borrowed), whose summary now is SUM, as
+ * DEF. */
 void snap_add_window(struct snapshot *s, const struct snap_def *def, const struct hist *h,
-                     uint64_t now_ms, enum snap_stat stat);
+                     const struct hist_summary *sum, enum snap_stat stat);
 
-/* STAT of the window H at NOW_MS. */
-uint64_t snap_window_value(const struct hist *h, uint64_t now_ms, enum snap_stat stat);
+/* STAT of the summary SUM. */
+uint64_t snap_stat(const struct hist_summary *sum, enum snap_stat stat);
 
 /* DEF's merge rule, SNAP_BY_KIND resolved. */
 enum snap_merge snap_merge_of(const struct snap_def *def);

@@ -373,9 +373,14 @@ static void class_stats(const struct gateway_class_stats *st, uint64_t now, stru
     static const enum snap_stat recent[] = {SNAP_STAT_COUNT, SNAP_STAT_P50, SNAP_STAT_P99,
                                             SNAP_STAT_MAX,   SNAP_STAT_P50, SNAP_STAT_P99,
                                             SNAP_STAT_MAX};
+    struct hist_summary q, r;
+    hist_summary(&st->queued, now, &q);
+    hist_summary(&st->running, now, &r);
     snap_open(s, "recent", NULL);
+    /* The first four are the queue wait's (with the jobs' count). */
     for (size_t i = 0; i < ARRAY_SIZE(recent); i++)
-        snap_add_window(s, &job_recent[i], i < 4 ? &st->queued : &st->running, now, recent[i]);
+        snap_add_window(s, &job_recent[i], i < 4 ? &st->queued : &st->running, i < 4 ? &q : &r,
+                        recent[i]);
     snap_close(s);
 }
 
