@@ -90,6 +90,12 @@ def test_adds_up(srv, n):
         "/metrics: the static 2xx total of both workers")
     is_(samples[small] - base_count, n,
         "/metrics: the merged duration histogram counts each file response once")
+    for w in ("1", "2"):
+        label = '{worker="%s"}' % w
+        ok(samples.get("unclog_worker_up" + label) == 1
+           and samples.get("unclog_worker_requests_total" + label, -1)
+           >= seen[1]["by_worker"][w]["requests"] and types["unclog_worker_requests_total"]
+           == "counter", "/metrics: worker %s's own series (up, its requests as a counter)" % w)
     buckets = [v for k, v in samples.items()
                if k.startswith('unclog_http_request_duration_seconds_bucket{size="small"')]
     ok(buckets == sorted(buckets) and buckets[-1] == samples[small],
