@@ -294,7 +294,8 @@ static const struct snap_def gzip_partition_def = {
     .key = "gzip_partition",
     .metric = "unclog_gzip_partition_bytes",
     .help = "Input bytes deflated per threadpool job by /gzip (gzip_partition); 0 when it is "
-            "whole."};
+            "whole.",
+    .merge = SNAP_SAME};
 /* The module's figures: its live setting. */
 static void gzip_stats(const struct server *srv, const void *state, struct snapshot *out)
 {

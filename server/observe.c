@@ -1,6 +1,7 @@
 /* What the server shows of itself: its figures in a snapshot, gathered
  * from each component in the order /stats lists them. /stats and /metrics
  * render the same snapshot (server/base/snapshot.h). */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -9,6 +10,8 @@
 #include "server/base/util.h"
 #include "server/server.h"
 #include "server/module.h"
+#include "server/server_internal.h"
+#include "server/whole.h"
 
 /* ---- identity ---------------------------------------------------------- */
 
@@ -20,35 +23,42 @@ static const struct snap_def version_def = {.key = "version",
 static const struct snap_def worker_def = {
     .key = "worker",
     .metric = "unclog_worker",
-    .help = "The worker process that answered: 1..N with workers > 1, 0 alone. Every other figure "
-            "is that worker's own."};
+    .help = "The worker process that answered: 1..N with workers > 1, 0 alone. The other figures "
+            "are the whole server's, every worker's merged (unclog_worker_* per worker).",
+    .merge = SNAP_OWN};
 /* /stats' alone: it names the process, it measures nothing; Prometheus
  * names its target by address (and unclog_worker tells workers apart). */
-static const struct snap_def pid_def = {.key = "pid"};
-static const struct snap_def uptime_def = {.key = "uptime_ms",
-                                           .metric = "unclog_uptime_seconds",
-                                           .unit = SNAP_MS,
-                                           .help = "Time since this worker started."};
+static const struct snap_def pid_def = {.key = "pid", .merge = SNAP_OWN};
+static const struct snap_def uptime_def = {
+    .key = "uptime_ms",
+    .metric = "unclog_uptime_seconds",
+    .unit = SNAP_MS,
+    .help = "Time since the server started (with workers > 1, its oldest running worker).",
+    .merge = SNAP_MAX};
 
 /* ---- settings ---------------------------------------------------------- */
 
 static const struct snap_def threads_def = {.key = "threads",
                                             .metric = "unclog_threads",
-                                            .help = "Threadpool threads (the threads setting)."};
+                                            .help = "Threadpool threads (the threads setting).",
+                                            .merge = SNAP_SUM};
 static const struct snap_def partition_def = {
     .key = "partition",
     .metric = "unclog_partition_bytes",
     .help = "Bytes per threadpool read of a file (partition); 0 when it is whole (one read per "
             "file) or auto (pieces of unclog_partition_min_bytes while short work waits, else "
-            "unclog_partition_max_bytes)."};
+            "unclog_partition_max_bytes).",
+    .merge = SNAP_SAME};
 static const struct snap_def partition_min_def = {
     .key = "partition_min",
     .metric = "unclog_partition_min_bytes",
-    .help = "partition = auto: the piece size while short work waits (partition_min)."};
+    .help = "partition = auto: the piece size while short work waits (partition_min).",
+    .merge = SNAP_SAME};
 static const struct snap_def partition_max_def = {
     .key = "partition_max",
     .metric = "unclog_partition_max_bytes",
-    .help = "partition = auto: the piece size while no short work waits (partition_max)."};
+    .help = "partition = auto: the piece size while no short work waits (partition_max).",
+    .merge = SNAP_SAME};
 /* /stats' alone: /metrics has it as unclog_setting_info{key="emulate_disk"}. */
 static const struct snap_def emulate_disk_def = {.key = "emulate_disk", .kind = SNAP_INFO};
 static const struct snap_def setting_changed_def = {
@@ -56,7 +66,8 @@ static const struct snap_def setting_changed_def = {
     .unit = SNAP_MS,
     .name_label = "key",
     .help = "The uptime at which a live setting last changed (POST /settings or a reload); "
-            "only settings that changed."};
+            "only settings that changed.",
+    .merge = SNAP_MAX};
 static const struct snap_def setting_def = {
     .metric = "unclog_setting_info",
     .kind = SNAP_INFO,
@@ -109,7 +120,8 @@ static const struct snap_def bytes_sent_def = {
 static const struct snap_def small_max_def = {
     .key = "small_max_bytes",
     .metric = "unclog_http_small_response_max_bytes",
-    .help = "The largest response body counted as small by unclog_http_request_duration_seconds."};
+    .help = "The largest response body counted as small by unclog_http_request_duration_seconds.",
+    .merge = SNAP_SAME};
 static const struct snap_def duration_def = {
     .metric = "unclog_http_request_duration_seconds",
     .kind = SNAP_HISTOGRAM,
@@ -122,7 +134,7 @@ static const struct snap_def duration_def = {
 static const struct snap_def latency_recent[] = {
     {.key = "requests"}, {.key = "p50_us"}, {.key = "p99_us"}, {.key = "max_us"}};
 /* /stats' alone: in /metrics, the sum of unclog_http_responses_total. */
-static const struct snap_def requests_def = {.key = "requests"};
+static const struct snap_def requests_def = {.key = "requests", .merge = SNAP_TOTAL};
 static const struct snap_def responses_def = {
     .metric = "unclog_http_responses_total",
     .kind = SNAP_COUNTER,
@@ -136,13 +148,14 @@ static void latency_stats(const struct server *srv, struct snapshot *s)
     static const char *const sizes[SERVER_SIZES] = {"small", "large"};
     snap_open(s, "latency", NULL);
     snap_add(s, &small_max_def, SERVER_SMALL_MAX);
+    static const enum snap_stat recent[] = {SNAP_STAT_COUNT, SNAP_STAT_P50, SNAP_STAT_P99,
+                                            SNAP_STAT_MAX};
     for (int i = 0; i < SERVER_SIZES; i++) {
-        struct hist_summary h;
-        hist_summary(&srv->latency[i], uv_now(srv->loop), &h);
-        const uint64_t recent[] = {h.count, h.p50, h.p99, h.max};
+        struct hist_summary sum;
+        hist_summary(&srv->latency[i], uv_now(srv->loop), &sum);
         snap_open(s, sizes[i], "size");
         for (size_t k = 0; k < ARRAY_SIZE(recent); k++)
-            snap_add(s, &latency_recent[k], recent[k]);
+            snap_add_window(s, &latency_recent[k], &srv->latency[i], &sum, recent[k]);
         snap_add_hist(s, &duration_def, &srv->latency_total[i]);
         snap_close(s);
     }
@@ -183,19 +196,24 @@ static const struct snap_def conn_max = {
     .key = "max",
     .metric = "unclog_connections_max",
     .help = "Connections served at once (max_connections); at the limit the client holding the "
-            "most gives way."};
+            "most gives way.",
+    .merge = SNAP_SAME};
 
-static void connections_stats(const struct server *srv, struct snapshot *s)
+static void connections_stats(const struct server *srv, const struct clients_peer *peers,
+                              unsigned npeers, struct snapshot *s)
 {
     snap_open(s, "connections", NULL);
     snap_add(s, &conn_active, srv->active);
     snap_add(s, &conn_accepted, srv->accepted);
     snap_add(s, &conn_max, srv->cfg->max_connections);
-    clients_stats(&srv->clients, uv_now(srv->loop), s);
+    clients_stats(&srv->clients, uv_now(srv->loop), peers, npeers, s);
     snap_close(s);
 }
 
-void server_snapshot(const struct server *srv, struct snapshot *s)
+/* The server's figures, its top clients ranked with those of NPEERS other
+ * workers (PEERS). */
+static void snapshot(const struct server *srv, const struct clients_peer *peers, unsigned npeers,
+                     struct snapshot *s)
 {
     snap_add_text(s, &version_def, NULL, UNCLOG_VERSION);
     snap_add(s, &worker_def, srv->worker);
@@ -205,7 +223,7 @@ void server_snapshot(const struct server *srv, struct snapshot *s)
     snap_add(s, &bytes_sent_def, srv->bytes_sent);
     latency_stats(srv, s);
     snap_add(s, &uptime_def, uv_now(srv->loop) - srv->started_ms);
-    connections_stats(srv, s);
+    connections_stats(srv, peers, npeers, s);
     budget_stats(&srv->budget, s);
     for (size_t i = 0; srv->modules[i] != NULL; i++) {
         if (srv->modules[i]->stats != NULL)
@@ -216,7 +234,49 @@ void server_snapshot(const struct server *srv, struct snapshot *s)
     pump_sender_stats(&srv->sender, s);
 }
 
+void server__snapshot_own(const struct server *srv, struct snapshot *s)
+{
+    snapshot(srv, NULL, 0, s);
+}
+
+void server_snapshot(const struct server *srv, struct snapshot *s)
+{
+    if (srv->whole == NULL) {
+        snapshot(srv, NULL, 0, s);
+        return;
+    }
+    unsigned npeers;
+    struct clients_peer *peers = whole_peers(srv, &npeers);
+    snapshot(srv, peers, npeers, s);
+    free(peers);
+    whole_merge(srv, s);
+}
+
 /* ---- history ----------------------------------------------------------- */
+
+/* With workers, OUT's figures are the whole server's: read from the merged
+ * snapshot (unchanged if it cannot be taken). */
+static void whole_sample(const struct server *srv, struct history_sample *out)
+{
+    struct snapshot s;
+    snap_init(&s);
+    server_snapshot(srv, &s);
+    for (size_t i = 0; snap_complete(&s) && i < s.len; i++) {
+        const struct snap_entry *e = &s.entry[i];
+        if (e->type != SNAP_FIGURE)
+            continue;
+        if (e->def == &bytes_sent_def)
+            out->bytes_sent = e->value;
+        bool small = e->parent != SNAP_TOP && strcmp(s.entry[e->parent].name, "small") == 0;
+        if (small && e->def == &latency_recent[0])
+            out->requests = e->value;
+        else if (small && e->def == &latency_recent[1])
+            out->p50_us = e->value;
+        else if (small && e->def == &latency_recent[2])
+            out->p99_us = e->value;
+    }
+    snap_free(&s);
+}
 
 /* The figures of the dashboard's chart: small requests' latency in the
  * recent window, the bytes sent, at the server's uptime. */
@@ -230,6 +290,8 @@ void server_sample(const struct server *srv, struct history_sample *out)
                                    .p50_us = h.p50,
                                    .p99_us = h.p99,
                                    .bytes_sent = srv->bytes_sent};
+    if (srv->whole != NULL)
+        whole_sample(srv, out);
 }
 
 const struct history *server_history(struct server *srv)

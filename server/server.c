@@ -105,6 +105,7 @@ static void server_finish(struct server *srv)
 {
     server__close_handle(srv, (uv_handle_t *)&srv->tick);
     server__close_handle(srv, (uv_handle_t *)&srv->sample);
+    server__whole_close(srv);
     server__close_handle(srv, (uv_handle_t *)&srv->sigint);
     server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
     server__close_handle(srv, (uv_handle_t *)&srv->sighup);
@@ -210,6 +211,7 @@ void server_fini(struct server *srv)
             srv->modules[i]->fini(srv, srv->module_state[i]);
         srv->module_state[i] = NULL;
     }
+    server__whole_free(srv);
 }
 
 int server_start(struct server *srv, int listen_fd)
@@ -249,6 +251,7 @@ int server_start(struct server *srv, int listen_fd)
         (rc = uv_timer_start(&srv->tick, server_on_tick, 1000, 1000)) < 0 ||
         (rc = uv_timer_start(&srv->sample, server_on_sample, HISTORY_PERIOD_MS,
                              HISTORY_PERIOD_MS)) < 0 ||
+        (srv->whole != NULL && (rc = server__whole_start(srv)) < 0) ||
         (rc = server__listener_start(srv)) < 0) {
         log_error("start: %s", uv_strerror(rc));
         goto fail_close_handles;
@@ -267,6 +270,7 @@ fail_close_handles:
     server__close_handle(srv, (uv_handle_t *)&srv->sighup);
     server__close_handle(srv, (uv_handle_t *)&srv->tick);
     server__close_handle(srv, (uv_handle_t *)&srv->sample);
+    server__whole_close(srv);
 fail_close_log:
     access_log_close(&srv->access);
     gateway_close(&srv->gateway);

@@ -45,6 +45,7 @@ struct conn;
 struct snapshot;
 struct control;
 struct server_change;
+struct whole;
 
 /* The listener and everything shared by its connections. Lives in main();
  * owns its handles, the access log and (through the list) every connection. */
@@ -99,6 +100,9 @@ struct server {
     uv_timer_t control_wait;       /* runs while changes wait for every worker */
     struct server_change *changes; /* those changes (their callers own them) */
     uint64_t generation;           /* of the shared settings this worker runs */
+    /* workers > 1: this worker's slot of the whole-server figures
+     * (server/whole.h); NULL alone. */
+    struct whole *whole;
     bool stopping;
     unsigned open_handles; /* server handles not yet closed */
 };

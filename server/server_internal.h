@@ -35,4 +35,17 @@ int server__control_start(struct server *srv);
 /* Closes what server__control_start opened (nothing without workers). */
 void server__control_close(struct server *srv);
 
+/* observe.c: this process's own figures (server_snapshot merges the
+ * other workers' in, whole.h). */
+struct snapshot;
+void server__snapshot_own(const struct server *srv, struct snapshot *s);
+
+/* whole.c, with workers > 1 (srv->whole set). Publishes now and then every
+ * WHOLE_PUBLISH_MS; returns 0 or a negative UV_E* code. */
+int server__whole_start(struct server *srv);
+/* At the stop: closes its timer (counted in open_handles) if it started. */
+void server__whole_close(struct server *srv);
+/* server_fini, after the loop ran dry: frees srv->whole. */
+void server__whole_free(struct server *srv);
+
 #endif

@@ -87,3 +87,30 @@ void hist_summary(const struct hist *h, uint64_t now_ms, struct hist_summary *ou
     if (out->p99 > out->max)
         out->p99 = out->max;
 }
+
+void hist_merge(struct hist *into, const struct hist *from, uint64_t now_ms)
+{
+    for (unsigned i = 0; i < HIST_SLOTS; i++) {
+        const struct hist_slot *f = &from->slot[i];
+        if (!in_window(f, now_ms))
+            continue;
+        struct hist_slot *t = &into->slot[(f->start_ms / HIST_SLOT_MS) % HIST_SLOTS];
+        if (t->start_ms != f->start_ms || t->count == 0) {
+            *t = *f;
+            continue;
+        }
+        t->count += f->count;
+        if (f->max > t->max)
+            t->max = f->max;
+        for (unsigned b = 0; b < HIST_BUCKETS; b++)
+            t->bucket[b] += f->bucket[b];
+    }
+}
+
+void hist_total_merge(struct hist_total *into, const struct hist_total *from)
+{
+    into->count += from->count;
+    into->sum += from->sum;
+    for (unsigned b = 0; b < HIST_BUCKETS; b++)
+        into->bucket[b] += from->bucket[b];
+}

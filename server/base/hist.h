@@ -42,6 +42,15 @@ void hist_total_add(struct hist_total *t, uint64_t value);
 /* Summarises the values of the window ending at NOW_MS. */
 void hist_summary(const struct hist *h, uint64_t now_ms, struct hist_summary *out);
 
+/* Adds FROM's slots still in the window at NOW_MS into INTO: a slot of the
+ * same period is added to, an older one replaced. Slots are keyed by
+ * period of one monotonic clock, so windows of two processes that read the
+ * same clock (CLOCK_MONOTONIC, libuv's uv_now) merge as one window. */
+void hist_merge(struct hist *into, const struct hist *from, uint64_t now_ms);
+
+/* Adds FROM's counts, sum and buckets into INTO. */
+void hist_total_merge(struct hist_total *into, const struct hist_total *from);
+
 /* The bucket of VALUE and the largest value that bucket holds. */
 unsigned hist_bucket(uint64_t value);
 uint64_t hist_bucket_max(unsigned bucket);

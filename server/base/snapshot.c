@@ -13,6 +13,7 @@ void snap_init(struct snapshot *s)
 void snap_free(struct snapshot *s)
 {
     free(s->entry);
+    free(s->merged);
     snap_init(s);
 }
 
@@ -117,4 +118,75 @@ void snap_add_hist(struct snapshot *s, const struct snap_def *def, const struct 
 bool snap_complete(const struct snapshot *s)
 {
     return !s->failed && s->open == SNAP_TOP;
+}
+
+uint64_t snap_stat(const struct hist_summary *sum, enum snap_stat stat)
+{
+    switch (stat) {
+    case SNAP_STAT_COUNT:
+        return sum->count;
+    case SNAP_STAT_P50:
+        return sum->p50;
+    case SNAP_STAT_P99:
+        return sum->p99;
+    default:
+        return sum->max;
+    }
+}
+
+void snap_add_window(struct snapshot *s, const struct snap_def *def, const struct hist *h,
+                     const struct hist_summary *sum, enum snap_stat stat)
+{
+    struct snap_entry *e = figure(s, def, def->key);
+    if (e == NULL)
+        return;
+    e->window = h;
+    e->stat = stat;
+    e->value = snap_stat(sum, stat);
+}
+
+enum snap_merge snap_merge_of(const struct snap_def *def)
+{
+    if (def->merge != SNAP_BY_KIND)
+        return def->merge;
+    switch (def->kind) {
+    case SNAP_COUNTER:
+    case SNAP_HISTOGRAM:
+        return SNAP_TOTAL;
+    case SNAP_GAUGE:
+        return SNAP_SUM;
+    case SNAP_FLAG:
+        return SNAP_MAX;
+    default:
+        return SNAP_SAME;
+    }
+}
+
+/* FNV-1a, 64 bits, over LEN bytes of P, continuing from H. */
+static uint64_t mix(uint64_t h, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t mix_text(uint64_t h, const char *text)
+{
+    return text != NULL ? mix(h, text, strlen(text) + 1) : mix(h, "", 1);
+}
+
+void snap_keys(const struct snapshot *s, uint64_t *keys)
+{
+    for (size_t i = 0; i < s->len; i++) {
+        const struct snap_entry *e = &s->entry[i];
+        uint64_t h = e->parent == SNAP_TOP ? 0xcbf29ce484222325ull : keys[e->parent];
+        h = mix(h, &e->type, sizeof e->type);
+        h = mix_text(h, e->name);
+        h = mix_text(h, e->label);
+        /* A definition is static: the same address in every process
+         * forked from one master. */
+        h = mix(h, &e->def, sizeof e->def);
+        keys[i] = h;
+    }
 }

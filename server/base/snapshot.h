@@ -41,6 +41,22 @@ enum snap_unit {
     SNAP_PERMILLE, /* thousandths of one */
 };
 
+/* How one figure of every worker makes the whole server's (server/whole.c,
+ * workers > 1). The answering worker's figure is the base; the others'
+ * are added to it by this rule. */
+enum snap_merge {
+    SNAP_BY_KIND, /* a counter or histogram: TOTAL; a gauge: SUM; a flag: MAX; info: SAME */
+    SNAP_TOTAL,   /* a count since the start, summed over every worker that ever ran */
+    SNAP_SUM,     /* a quantity now, summed over the workers running now */
+    SNAP_MAX,     /* the largest of the workers running now */
+    SNAP_SAME,    /* the same in every worker (a setting): the answering worker's */
+    SNAP_OWN,     /* the answering worker's own (who answered): not merged */
+};
+
+/* A figure of a recent window (struct hist): which summary of it. Such a
+ * figure is merged from the workers' windows, bucket by bucket. */
+enum snap_stat { SNAP_STAT_COUNT, SNAP_STAT_P50, SNAP_STAT_P99, SNAP_STAT_MAX };
+
 /* What a figure is, in static storage. */
 struct snap_def {
     const char *key;    /* its member in /stats (unless added with a name); NULL: none */
@@ -51,6 +67,7 @@ struct snap_def {
     const char *name_label; /* the label a figure added with a NAME carries it in */
     const char *text_label; /* SNAP_INFO: the label that carries the text */
     const char *help;       /* /metrics' HELP: what it counts, in a sentence */
+    enum snap_merge merge;  /* how the workers' figures make one */
 };
 
 #define SNAP_TOP      SIZE_MAX /* the parent of what is not in an object */
@@ -67,6 +84,8 @@ struct snap_entry {
     const struct snap_def *def;    /* SNAP_FIGURE */
     uint64_t value;                /* gauge, counter, flag */
     const struct hist_total *hist; /* SNAP_HISTOGRAM */
+    const struct hist *window;     /* a figure of a recent window, or NULL */
+    enum snap_stat stat;           /* WINDOW's summary that VALUE is */
     /* SNAP_INFO: its text. A gauge: what /stats shows instead of VALUE
      * when not empty (a size setting that is "whole"). */
     char text[SNAP_TEXT_MAX];
@@ -80,6 +99,7 @@ struct snapshot {
     size_t open; /* the innermost object still open, or SNAP_TOP */
     unsigned depth;
     bool failed;
+    void *merged; /* owned: what a merge points entries at (server/whole.c), or NULL */
 };
 
 /* An empty snapshot: nothing allocated yet. */
@@ -114,6 +134,22 @@ void snap_add_text(struct snapshot *s, const struct snap_def *def, const char *n
 
 /* Adds the histogram T (borrowed) of DEF. */
 void snap_add_hist(struct snapshot *s, const struct snap_def *def, const struct hist_total *t);
+
+/* Adds STAT of the recent window H (borrowed), whose summary now is SUM, as
+ * DEF. */
+void snap_add_window(struct snapshot *s, const struct snap_def *def, const struct hist *h,
+                     const struct hist_summary *sum, enum snap_stat stat);
+
+/* STAT of the summary SUM. */
+uint64_t snap_stat(const struct hist_summary *sum, enum snap_stat stat);
+
+/* DEF's merge rule, SNAP_BY_KIND resolved. */
+enum snap_merge snap_merge_of(const struct snap_def *def);
+
+/* Fills KEYS (S->len of them) with each entry's key: a hash of its path
+ * (its objects' names and labels, its own name and definition), the same
+ * for the same figure in every worker of one binary. */
+void snap_keys(const struct snapshot *s, uint64_t *keys);
 
 /* Whether S can be rendered: nothing failed and every object is closed. */
 bool snap_complete(const struct snapshot *s);

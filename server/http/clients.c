@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/base/snapshot.h"
@@ -173,7 +174,8 @@ struct client_link *clients_give_way(struct clients *t)
 
 /* ---- what /stats and /metrics show ---------------------------------------- */
 
-static const struct snap_def refused_def = {.key = "refused"}; /* /metrics: the sum of the next */
+static const struct snap_def refused_def = {
+    .key = "refused", .merge = SNAP_TOTAL}; /* /metrics: the sum of the next */
 static const struct snap_def refused_reason_def = {
     .metric = "unclog_connections_refused_total",
     .kind = SNAP_COUNTER,
@@ -181,7 +183,8 @@ static const struct snap_def refused_reason_def = {
     .help = "Connections answered 503 and closed at max_connections, by reason: top_client (the "
             "newcomer's client held about the most connections), full (nobody held an idle "
             "connection to give up for it)."};
-static const struct snap_def evicted_def = {.key = "evicted_idle"}; /* as refused */
+static const struct snap_def evicted_def = {.key = "evicted_idle",
+                                            .merge = SNAP_TOTAL}; /* as refused */
 static const struct snap_def evicted_reason_def = {
     .metric = "unclog_connections_evicted_idle_total",
     .kind = SNAP_COUNTER,
@@ -191,54 +194,65 @@ static const struct snap_def evicted_reason_def = {
             "waiting while accept had no fd (fds)."};
 /* The address is /stats' alone: as a label, every address that ever
  * reached the top would stay a series of its own in Prometheus. */
-static const struct snap_def top_client_def = {.key = "client", .kind = SNAP_INFO};
+static const struct snap_def top_client_def = {
+    .key = "client", .kind = SNAP_INFO, .merge = SNAP_OWN};
 static const struct snap_def top_conns_def = {
     .key = "connections",
     .metric = "unclog_top_client_connections",
     .help = "Connections held now by the client at this rank (1: the largest sum of its shares of "
             "the pool's time, the bytes sent and the connections, in the last second); /stats "
             "names it. "
-            "Clients whose addresses hash alike share a rank."};
+            "Clients whose addresses hash alike share a rank.",
+    .merge = SNAP_OWN};
 static const struct snap_def top_idle_def = {
     .key = "idle",
     .metric = "unclog_top_client_idle_connections",
-    .help = "Of those, the idle keep-alive ones (the first to close under pressure)."};
+    .help = "Of those, the idle keep-alive ones (the first to close under pressure).",
+    .merge = SNAP_OWN};
 static const struct snap_def top_refused_def = {
     .key = "refused",
     .metric = "unclog_top_client_refused_connections",
-    .help = "New connections of the client at this rank refused since it last held none."};
+    .help = "New connections of the client at this rank refused since it last held none.",
+    .merge = SNAP_OWN};
 static const struct snap_def top_evicted_def = {
     .key = "evicted",
     .metric = "unclog_top_client_evicted_connections",
     .help = "Idle connections of the client at this rank closed to make room since it last held "
-            "none."};
+            "none.",
+    .merge = SNAP_OWN};
 
 static const struct snap_def top_window_def = {
     .key = "top_window_ms",
     .metric = "unclog_top_clients_window_seconds",
     .unit = SNAP_MS,
     .help = "How long the top clients' last-second figures cover: the window running now and the "
-            "whole one before it (1 to 2 s)."};
+            "whole one before it (1 to 2 s).",
+    .merge = SNAP_SAME};
 static const struct snap_def top_pool_def = {
     .key = "pool_us",
     .unit = SNAP_US,
     .metric = "unclog_top_client_pool_seconds",
     .help = "Threadpool time (jobs' run time on their threads) of the client at this rank in the "
-            "last second (unclog_top_clients_window_seconds)."};
+            "last second (unclog_top_clients_window_seconds).",
+    .merge = SNAP_OWN};
 static const struct snap_def top_pool_share_def = {
     .key = "pool_permille",
     .unit = SNAP_PERMILLE,
     .metric = "unclog_top_client_pool_ratio",
     .help = "The client at this rank's share of every client's threadpool time in the last "
-            "second."};
+            "second.",
+    .merge = SNAP_OWN};
 static const struct snap_def top_sent_def = {
     .key = "bytes",
     .metric = "unclog_top_client_sent_bytes",
     .help = "Response body bytes handed to the sockets of the client at this rank in the last "
-            "second."};
+            "second.",
+    .merge = SNAP_OWN};
 
 static const char *const refusal_names[CLIENTS_REFUSALS] = {"full", "top_client"};
 static const char *const eviction_names[CLIENTS_EVICTIONS] = {"max_connections", "fds"};
+_Static_assert(CLIENTS_TEXT_MAX == SNAP_TEXT_MAX, "a peer's client is a snapshot's text");
+
 static const char *const ranks[CLIENTS_TOP] = {"1", "2", "3", "4", "5", "6", "7", "8"};
 
 /* ---- the last second ----------------------------------------------------- */
@@ -319,7 +333,9 @@ static unsigned insert(struct clients_row top[CLIENTS_TOP], unsigned n,
     return n;
 }
 
-unsigned clients_top(const struct clients *t, uint64_t now_ms, struct clients_row rows[CLIENTS_TOP])
+/* clients_top, with the sums of every client in ALL (pool, sent, conns). */
+static unsigned top_of(const struct clients *t, uint64_t now_ms,
+                       struct clients_row rows[CLIENTS_TOP], uint64_t all[3])
 {
     uint64_t window = now_ms / CLIENTS_WINDOW_MS, all_pool = 0, all_sent = 0, all_conns = 0;
     for (uint32_t b = 0; b < CLIENTS_BUCKETS; b++) {
@@ -341,31 +357,126 @@ unsigned clients_top(const struct clients *t, uint64_t now_ms, struct clients_ro
         row.score_ppm = shares[0] + shares[1] + shares[2];
         n = insert(rows, n, &row);
     }
+    all[0] = all_pool;
+    all[1] = all_sent;
+    all[2] = all_conns;
     return n;
 }
 
-static void top_stats(const struct clients *t, uint64_t now_ms, struct snapshot *s)
+unsigned clients_top(const struct clients *t, uint64_t now_ms, struct clients_row rows[CLIENTS_TOP])
+{
+    uint64_t all[3];
+    return top_of(t, now_ms, rows, all);
+}
+
+void clients_peer(const struct clients *t, uint64_t now_ms, struct clients_peer *out)
 {
     struct clients_row top[CLIENTS_TOP];
-    unsigned n = clients_top(t, now_ms, top);
+    uint64_t all[3];
+    out->n = top_of(t, now_ms, top, all);
+    out->all_pool_ns = all[0];
+    out->all_sent = all[1];
+    out->all_conns = all[2];
+    for (unsigned i = 0; i < out->n; i++) {
+        const struct client_bucket *cb = &t->bucket[top[i].bucket];
+        struct clients_peer_row *r = &out->row[i];
+        client_format(&cb->addr, r->client, sizeof r->client);
+        r->conns = top[i].conns;
+        r->idle = cb->idle;
+        r->refused = cb->refused;
+        r->evicted = cb->evicted;
+        r->pool_ns = top[i].pool_ns;
+        r->sent = top[i].sent;
+    }
+}
+
+/* The rows of every top summed by client, with the sums they are shares of. */
+struct union_top {
+    struct clients_peer_row *row; /* owned, or FIXED */
+    unsigned n;
+    uint64_t all[3];
+    struct clients_peer_row fixed[CLIENTS_TOP];
+};
+
+static void union_add(struct union_top *u, const struct clients_peer *p)
+{
+    u->all[0] += p->all_pool_ns;
+    u->all[1] += p->all_sent;
+    u->all[2] += p->all_conns;
+    for (unsigned i = 0; i < p->n; i++) {
+        const struct clients_peer_row *r = &p->row[i];
+        unsigned k = 0;
+        while (k < u->n && strcmp(u->row[k].client, r->client) != 0)
+            k++;
+        if (k == u->n) {
+            u->row[u->n++] = *r;
+            continue;
+        }
+        struct clients_peer_row *to = &u->row[k];
+        to->conns += r->conns;
+        to->idle += r->idle;
+        to->refused += r->refused;
+        to->evicted += r->evicted;
+        to->pool_ns += r->pool_ns;
+        to->sent += r->sent;
+    }
+}
+
+/* Ranks U's rows as clients_top does (into TOP: indexes in U); returns how
+ * many (at most CLIENTS_TOP). */
+static unsigned union_rank(const struct union_top *u, struct clients_row top[CLIENTS_TOP])
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < u->n; i++) {
+        const struct clients_peer_row *r = &u->row[i];
+        struct clients_row row = {
+            .bucket = i, .conns = r->conns, .pool_ns = r->pool_ns, .sent = r->sent};
+        uint32_t shares[3] = {ppm(r->pool_ns, u->all[0]), ppm(r->sent, u->all[1]),
+                              ppm(r->conns, u->all[2])};
+        row.pool_permille = shares[0] / 1000;
+        row.score_ppm = shares[0] + shares[1] + shares[2];
+        n = insert(top, n, &row);
+    }
+    return n;
+}
+
+/* The top of T and of PEERS, ranked again over their rows together. Without
+ * memory for every peer's rows, T's own top alone. */
+static void top_stats(const struct clients *t, uint64_t now_ms, const struct clients_peer *peers,
+                      unsigned npeers, struct snapshot *s)
+{
+    struct clients_peer own;
+    clients_peer(t, now_ms, &own);
+    struct union_top u = {0};
+    u.row = u.fixed;
+    if (npeers > 0) {
+        struct clients_peer_row *rows = malloc((npeers + 1) * CLIENTS_TOP * sizeof *rows);
+        u.row = rows != NULL ? rows : u.fixed;
+        npeers = rows != NULL ? npeers : 0;
+    }
+    union_add(&u, &own);
+    for (unsigned i = 0; i < npeers; i++)
+        union_add(&u, &peers[i]);
+    struct clients_row top[CLIENTS_TOP];
+    unsigned n = union_rank(&u, top);
     snap_add(s, &top_window_def, CLIENTS_WINDOW_MS + now_ms % CLIENTS_WINDOW_MS);
     snap_open(s, "top_clients", NULL);
     for (unsigned i = 0; i < n; i++) {
-        const struct client_bucket *cb = &t->bucket[top[i].bucket];
-        char text[SNAP_TEXT_MAX];
-        client_format(&cb->addr, text, sizeof text);
+        const struct clients_peer_row *r = &u.row[top[i].bucket];
         snap_open(s, ranks[i], "rank");
-        snap_add_text(s, &top_client_def, NULL, text);
-        snap_add(s, &top_conns_def, top[i].conns);
-        snap_add(s, &top_idle_def, cb->idle);
-        snap_add(s, &top_pool_def, top[i].pool_ns / 1000);
+        snap_add_text(s, &top_client_def, NULL, r->client);
+        snap_add(s, &top_conns_def, r->conns);
+        snap_add(s, &top_idle_def, r->idle);
+        snap_add(s, &top_pool_def, r->pool_ns / 1000);
         snap_add(s, &top_pool_share_def, top[i].pool_permille);
-        snap_add(s, &top_sent_def, top[i].sent);
-        snap_add(s, &top_refused_def, cb->refused);
-        snap_add(s, &top_evicted_def, cb->evicted);
+        snap_add(s, &top_sent_def, r->sent);
+        snap_add(s, &top_refused_def, r->refused);
+        snap_add(s, &top_evicted_def, r->evicted);
         snap_close(s);
     }
     snap_close(s);
+    if (u.row != u.fixed)
+        free(u.row);
 }
 
 /* SUM_DEF's total (/stats' alone), then in the object NAME the count of
@@ -384,11 +495,12 @@ static void by_reason(struct snapshot *s, const struct snap_def *sum_def, const 
     snap_close(s);
 }
 
-void clients_stats(const struct clients *t, uint64_t now_ms, struct snapshot *s)
+void clients_stats(const struct clients *t, uint64_t now_ms, const struct clients_peer *peers,
+                   unsigned npeers, struct snapshot *s)
 {
     by_reason(s, &refused_def, "refused_by_reason", &refused_reason_def, refusal_names, t->refused,
               CLIENTS_REFUSALS);
     by_reason(s, &evicted_def, "evicted_idle_by_reason", &evicted_reason_def, eviction_names,
               t->evicted, CLIENTS_EVICTIONS);
-    top_stats(t, now_ms, s);
+    top_stats(t, now_ms, peers, npeers, s);
 }

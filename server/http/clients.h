@@ -155,6 +155,24 @@ struct clients_row {
 unsigned clients_top(const struct clients *t, uint64_t now_ms,
                      struct clients_row rows[CLIENTS_TOP]);
 
+/* A worker's top as another worker reads it (server/whole.c): each row's
+ * client as text (client_format), what it holds and used, and the sums of
+ * every client of that worker its shares are of. */
+#define CLIENTS_TEXT_MAX 48
+struct clients_peer_row {
+    char client[CLIENTS_TEXT_MAX];
+    uint32_t conns, idle, refused, evicted;
+    uint64_t pool_ns, sent;
+};
+struct clients_peer {
+    uint64_t all_pool_ns, all_sent, all_conns;
+    unsigned n;
+    struct clients_peer_row row[CLIENTS_TOP];
+};
+
+/* T's top at NOW_MS (clients_top) into OUT. */
+void clients_peer(const struct clients *t, uint64_t now_ms, struct clients_peer *out);
+
 struct snapshot;
 
 /* Adds, inside the caller's "connections" object: refused (the sum) and
@@ -163,7 +181,10 @@ struct snapshot;
  * the last second's figures cover at NOW_MS (1000..1999: this window and
  * the one before); and top_clients, clients_top's rows ranked 1.. (the
  * client, its connections, idle ones, pool time in µs and share of the
- * pool in thousandths, body bytes sent, refusals and evictions). */
-void clients_stats(const struct clients *t, uint64_t now_ms, struct snapshot *s);
+ * pool in thousandths, body bytes sent, refusals and evictions).
+ * With NPEERS other workers' tops (PEERS), the rows of every top are
+ * summed by client and ranked again, each share of the sums of all. */
+void clients_stats(const struct clients *t, uint64_t now_ms, const struct clients_peer *peers,
+                   unsigned npeers, struct snapshot *s);
 
 #endif

@@ -159,12 +159,14 @@ void budget_set_max(struct budget *b, size_t max)
 static const struct snap_def budget_max = {
     .key = "budget",
     .metric = "unclog_buffer_memory_budget_bytes",
-    .help = "Request and response buffer memory this worker may hold (max_buffer_memory)."};
+    .help = "Request and response buffer memory this worker may hold (max_buffer_memory).",
+    .merge = SNAP_SAME};
 static const struct snap_def budget_held = {
     .key = "held", .metric = "unclog_buffer_memory_held_bytes", .help = "Buffer memory held now."};
 static const struct snap_def budget_peak = {.key = "peak",
                                             .metric = "unclog_buffer_memory_peak_bytes",
-                                            .help = "Most buffer memory held at once."};
+                                            .help = "Most buffer memory held at once.",
+                                            .merge = SNAP_MAX};
 static const struct snap_def budget_waiting = {.key = "waiting",
                                                .metric = "unclog_buffer_memory_waiters",
                                                .help = "Responses waiting now for buffer memory."};

@@ -209,23 +209,27 @@ static const struct snap_def sched_mode_def = {.key = "mode", .kind = SNAP_INFO}
 static const struct snap_def sched_short_max = {
     .key = "short_max_bytes",
     .metric = "unclog_scheduler_short_max_bytes",
-    .help = "The most bytes a response may have left for its threadpool jobs to be short."};
+    .help = "The most bytes a response may have left for its threadpool jobs to be short.",
+    .merge = SNAP_SAME};
 static const struct snap_def sched_bulk_max = {
     .key = "bulk_max",
     .metric = "unclog_scheduler_bulk_jobs_max",
     .help = "The most threads bulk jobs may hold now under the fair scheduler: fewer than the "
-            "threads, and no more than the CPUs while bulk work is CPU-bound."};
+            "threads, and no more than the CPUs while bulk work is CPU-bound.",
+    .merge = SNAP_SAME};
 static const struct snap_def sched_bulk_cpu = {
     .key = "bulk_cpu_permille",
     .metric = "unclog_scheduler_bulk_cpu_ratio",
     .unit = SNAP_PERMILLE,
     .help = "CPU time per wall time of recent bulk jobs, smoothed: below 0.5 they wait on the "
-            "disk, and bulk may hold every thread but the reserve."};
+            "disk, and bulk may hold every thread but the reserve.",
+    .merge = SNAP_SAME};
 static const struct snap_def sched_cpu_max = {
     .key = "cpu_max",
     .metric = "unclog_scheduler_cpu_jobs_max",
     .help = "The most threads CPU-bound short jobs (deflates) may hold under the fair scheduler: "
-            "the CPUs the server may run on, fewer than the threads."};
+            "the CPUs the server may run on, fewer than the threads.",
+    .merge = SNAP_SAME};
 static const struct snap_def sched_running = {.key = "running",
                                               .metric = "unclog_scheduler_jobs_running",
                                               .help = "Threadpool jobs running now."};
@@ -332,7 +336,8 @@ static const struct snap_def job_queued_max = {
     .key = "queued_us_max",
     .metric = "unclog_job_queue_wait_max_seconds",
     .unit = SNAP_US,
-    .help = "The longest a completed threadpool job waited for a thread, by class."};
+    .help = "The longest a completed threadpool job waited for a thread, by class.",
+    .merge = SNAP_MAX};
 static const struct snap_def job_running = {
     .key = "running_us_total",
     .metric = "unclog_job_run_seconds",
@@ -343,7 +348,8 @@ static const struct snap_def job_running_max = {
     .key = "running_us_max",
     .metric = "unclog_job_run_max_seconds",
     .unit = SNAP_US,
-    .help = "The longest a completed threadpool job ran on its thread, by class."};
+    .help = "The longest a completed threadpool job ran on its thread, by class.",
+    .merge = SNAP_MAX};
 /* The recent window (about 1 s), what a dashboard shows: /stats' alone.
  * Prometheus takes rates and quantiles over windows of its own from the
  * cumulative counters and histograms. */
@@ -364,13 +370,17 @@ static void class_stats(const struct gateway_class_stats *st, uint64_t now, stru
     snap_add(s, &job_queued_max, st->queued_us_max);
     snap_add_hist(s, &job_running, &st->running_total);
     snap_add(s, &job_running_max, st->running_us_max);
+    static const enum snap_stat recent[] = {SNAP_STAT_COUNT, SNAP_STAT_P50, SNAP_STAT_P99,
+                                            SNAP_STAT_MAX,   SNAP_STAT_P50, SNAP_STAT_P99,
+                                            SNAP_STAT_MAX};
     struct hist_summary q, r;
     hist_summary(&st->queued, now, &q);
     hist_summary(&st->running, now, &r);
-    const uint64_t recent[] = {q.count, q.p50, q.p99, q.max, r.p50, r.p99, r.max};
     snap_open(s, "recent", NULL);
+    /* The first four are the queue wait's (with the jobs' count). */
     for (size_t i = 0; i < ARRAY_SIZE(recent); i++)
-        snap_add(s, &job_recent[i], recent[i]);
+        snap_add_window(s, &job_recent[i], i < 4 ? &st->queued : &st->running, i < 4 ? &q : &r,
+                        recent[i]);
     snap_close(s);
 }
 

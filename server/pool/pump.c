@@ -448,7 +448,8 @@ static const struct snap_def send_turn_def = {
     .key = "turn_bytes",
     .metric = "unclog_send_turn_bytes",
     .help = "Bytes the loop hands the kernel per turn before the writes that wait take turns by "
-            "client (send_turn)."};
+            "client (send_turn).",
+    .merge = SNAP_SAME};
 static const struct snap_def send_at_once_def = {
     .key = "at_once",
     .metric = "unclog_send_writes_at_once_total",
@@ -478,12 +479,14 @@ static const struct snap_def send_clients_max_def = {
     .key = "waiting_clients_max",
     .metric = "unclog_send_waiting_clients_max",
     .help = "Most clients (hash buckets) with writes waiting at once: a client's connections "
-            "wait in one queue."};
+            "wait in one queue.",
+    .merge = SNAP_MAX};
 static const struct snap_def send_lag_def = {
     .key = "lag_max",
     .metric = "unclog_send_lag_max_bytes",
     .help = "Most bytes one client with writes waiting was handed beyond another waiting one, "
-            "counted from when both waited: at most a quantum (64 KiB) and one write."};
+            "counted from when both waited: at most a quantum (64 KiB) and one write.",
+    .merge = SNAP_MAX};
 
 void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s)
 {

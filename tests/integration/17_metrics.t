@@ -9,20 +9,12 @@
 # 50 ms: the bounds are in seconds. HEAD is the head of GET, POST is 405.
 # Last, when the prometheus binary is installed, a real Prometheus scrapes
 # the server once on loopback and finds every sample.
-import json
 import math
-import os
 import re
-import shutil
-import socket
-import subprocess
-import tempfile
-import urllib.parse
-import urllib.request
 from decimal import Decimal
 
-from harness import (KiB, Server, comparable_headers, diag, exchange, is_, note, ok, poll,
-                     random_bytes, run, skip_test, split_response, text_bytes)
+from harness import (KiB, Prometheus, Server, comparable_headers, exchange, is_, ok, poll,
+                     promtool_check, random_bytes, run, split_response, text_bytes)
 
 PARTITION = 4 * KiB
 GZIP_PARTITION = 64 * KiB
@@ -332,23 +324,6 @@ def test_head_and_methods(srv):
             "%s /metrics: 405 with Allow: GET, HEAD" % method)
 
 
-def test_promtool(text):
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        if os.environ.get("UNCLOG_REQUIRE_PROMTOOL", "") not in ("", "0"):
-            ok(False, "promtool is installed (UNCLOG_REQUIRE_PROMTOOL=1)",
-               "apt-get install prometheus")
-        else:
-            skip_test("promtool check metrics", "promtool is not installed (apt-get install "
-                      "prometheus; UNCLOG_REQUIRE_PROMTOOL=1 makes this a failure)")
-        return
-    p = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True,
-                       timeout=30)
-    out = (p.stdout + p.stderr).decode("utf-8", "replace")
-    is_((p.returncode, out.strip()), (0, ""),
-        "promtool check metrics: exit 0, no lint problem")
-
-
 def test_seconds():
     """emulate_disk = 50ms: every read runs at least 50 ms, so no read is
     counted in a bucket below 0.05 s, and the GET of 4 pieces takes 200 ms."""
@@ -378,70 +353,24 @@ def test_seconds():
              m.get("unclog_partition_bytes")), (1, 4096), "partition 4k: 4096 bytes")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def prom_query(port, query):
-    """The result vector of an instant query, or None when Prometheus does not answer."""
-    url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": query}))
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return json.load(r)["data"]["result"]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
 def test_prometheus(srv, nsamples):
     """A real Prometheus scrapes the server every second, on loopback."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        skip_test("a real Prometheus scrapes /metrics", "prometheus is not installed")
+    if not Prometheus.installed("a real Prometheus scrapes /metrics"):
         return
-    tmp = tempfile.mkdtemp(prefix="unclog-prom-")
-    port = free_port()
-    conf = os.path.join(tmp, "prometheus.yml")
-    with open(conf, "w") as f:
-        f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-                "scrape_configs:\n  - job_name: unclog\n    static_configs:\n"
-                "      - targets: ['127.0.0.1:%d']\n" % srv.port)
-    log = open(os.path.join(tmp, "prometheus.log"), "wb")
-    proc = subprocess.Popen([binary, "--config.file=" + conf,
-                             "--storage.tsdb.path=" + os.path.join(tmp, "data"),
-                             "--web.listen-address=127.0.0.1:%d" % port],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=tmp)
-    try:
+    with Prometheus(srv.port, "1s") as prom:
         def scraped():
-            up = prom_query(port, 'up{job="unclog"}')
+            up = prom.query('up{job="unclog"}')
             return up and up[0]["value"][1] == "1" and up
 
         up = poll(scraped, timeout=20, interval=0.25)
         ok(up, "Prometheus scraped /metrics: up{job=\"unclog\"} is 1", repr(up))
         if up:
-            info = prom_query(port, "unclog_build_info")
+            info = prom.query("unclog_build_info")
             ok(info and info[0]["metric"].get("version") and info[0]["value"][1] == "1",
                "Prometheus has unclog_build_info{version=...} 1", repr(info))
-            n = prom_query(port, 'scrape_samples_scraped{job="unclog"}')
+            n = prom.query('scrape_samples_scraped{job="unclog"}')
             is_(n and int(n[0]["value"][1]), nsamples,
                 "Prometheus took every sample of a scrape (%d)" % nsamples)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        with open(os.path.join(tmp, "prometheus.log"), "rb") as f:
-            text = f.read().decode("utf-8", "replace")
-        warnings = [l for l in text.splitlines() if ("level=warn" in l or "level=error" in l)
-                    and "Received SIGTERM" not in l]
-        if warnings:
-            diag("prometheus log warnings:\n" + "\n".join(warnings[-10:]))
-        note("prometheus stopped with status %s" % proc.returncode)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main():
@@ -449,7 +378,7 @@ def main():
             "off"]
     with Server(files=FILES, args=args) as srv:
         m = test_counters(srv)
-        test_promtool(m.text)
+        promtool_check(m.text, "promtool check metrics")
         test_head_and_methods(srv)
         test_prometheus(srv, len(m.samples))
     test_seconds()

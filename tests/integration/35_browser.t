@@ -42,7 +42,7 @@ import urllib.parse
 import urllib.request
 
 from harness import (IO_TIMEOUT, REPO, SLOW, KiB, MiB, Conn, Server, diag, is_, like, note, ok,
-                     poll, random_bytes, run, skip_test, text_bytes)
+                     poll, random_bytes, run, skip_test, terminate, text_bytes)
 
 DATA = text_bytes(200 * KiB)
 PAGE = ("""<!doctype html>
@@ -374,12 +374,7 @@ class Browser:
         if self.cdp:
             self.cdp.close()
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            terminate(self.proc)
         self.log.close()
         shutil.rmtree(self.profile, ignore_errors=True)
 

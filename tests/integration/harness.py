@@ -36,6 +36,8 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.parse
+import urllib.request
 import zlib
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -306,6 +308,101 @@ def _remove_temp_dirs():
     for srv in _started_servers:
         if srv.stopped_clean:
             shutil.rmtree(srv.tmp, ignore_errors=True)
+
+
+def terminate(proc, timeout=10):
+    """SIGTERM to PROC, SIGKILL after TIMEOUT seconds; returns its status."""
+    proc.terminate()
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def promtool_check(text, desc):
+    """promtool check metrics on TEXT, a /metrics answer: exit 0 and no lint
+    problem. Skipped without promtool, unless UNCLOG_REQUIRE_PROMTOOL=1."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("UNCLOG_REQUIRE_PROMTOOL", "") not in ("", "0"):
+            ok(False, "promtool is installed (UNCLOG_REQUIRE_PROMTOOL=1)",
+               "apt-get install prometheus")
+        else:
+            skip_test(desc, "promtool is not installed (apt-get install "
+                      "prometheus; UNCLOG_REQUIRE_PROMTOOL=1 makes this a failure)")
+        return
+    p = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True,
+                       timeout=30)
+    out = (p.stdout + p.stderr).decode("utf-8", "replace")
+    is_((p.returncode, out.strip()), (0, ""), desc + ": exit 0, no lint problem")
+
+
+class Prometheus:
+    """A real Prometheus (when installed) scraping 127.0.0.1:TARGET every
+    INTERVAL ("1s", "200ms") into a temporary directory, on a free port:
+    `with Prometheus(port, "1s") as prom: prom.query(...)`. Stopped and
+    removed on exit, with its warnings and errors as diagnostics."""
+
+    def __init__(self, target, interval):
+        self.binary = shutil.which("prometheus")
+        self.target, self.interval = target, interval
+        self.proc = None
+
+    @staticmethod
+    def installed(desc):
+        """Whether the prometheus binary is there; if not, skips DESC."""
+        if shutil.which("prometheus") is None:
+            skip_test(desc, "prometheus is not installed")
+            return False
+        return True
+
+    def __enter__(self):
+        self.tmp = tempfile.mkdtemp(prefix="unclog-prom-")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        conf = os.path.join(self.tmp, "prometheus.yml")
+        with open(conf, "w") as f:
+            f.write("global:\n  scrape_interval: %s\n  scrape_timeout: %s\n"
+                    "scrape_configs:\n  - job_name: unclog\n    static_configs:\n"
+                    "      - targets: ['127.0.0.1:%d']\n" % (self.interval, self.interval,
+                                                            self.target))
+        self.log = open(os.path.join(self.tmp, "prometheus.log"), "wb")
+        self.proc = subprocess.Popen([self.binary, "--config.file=" + conf,
+                                      "--storage.tsdb.path=" + os.path.join(self.tmp, "data"),
+                                      "--web.listen-address=127.0.0.1:%d" % self.port],
+                                     stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=self.log, cwd=self.tmp)
+        return self
+
+    def api(self, path, **params):
+        """The "data" of an API answer, or None when Prometheus does not answer."""
+        url = "http://127.0.0.1:%d/api/v1/%s?%s" % (self.port, path,
+                                                    urllib.parse.urlencode(params))
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return json.load(r)["data"]
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def query(self, query):
+        """The result vector of an instant query, or None."""
+        data = self.api("query", query=query)
+        return data["result"] if data else None
+
+    def __exit__(self, *exc):
+        terminate(self.proc)
+        self.log.close()
+        with open(os.path.join(self.tmp, "prometheus.log"), "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+        warnings = [l for l in text.splitlines() if ("level=warn" in l or "level=error" in l)
+                    and "Received SIGTERM" not in l]
+        if warnings:
+            diag("prometheus log warnings:\n" + "\n".join(warnings[-10:]))
+        note("prometheus stopped with status %s" % self.proc.returncode)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return False
 
 
 class Server:

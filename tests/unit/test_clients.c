@@ -321,8 +321,59 @@ static void test_rank(void)
        "twelve clients: eight rows, the same two first");
 }
 
+/* The value of figure DEF in rank RANK ("1".."8") of S's top_clients (of
+ * the client: the last digit of its address), or -1. */
+static long long top_figure(const struct snapshot *s, const char *rank, const struct snap_def *def)
+{
+    for (size_t i = 0; i < s->len; i++) {
+        const struct snap_entry *e = &s->entry[i];
+        if (e->type == SNAP_FIGURE && e->def == def && e->parent != SNAP_TOP &&
+            strcmp(s->entry[e->parent].name, rank) == 0)
+            return def->kind == SNAP_INFO ? (long long)(e->text[7] - '0') : (long long)e->value;
+    }
+    return -1;
+}
+
+/* With workers, the top of every worker is summed by client and ranked again. */
+static void test_peers(void)
+{
+    char x_text[64];
+    uint64_t x = client("10.0.0.1", 32, 64, x_text);
+    struct client_addr x_addr;
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "10.0.0.1", &sa.sin_addr);
+    client_of((const struct sockaddr *)&sa, 32, 64, &x_addr);
+    reset();
+    clients_join(&table, &links[nlinks++], x, &x_addr);
+    clients_ran(&table, x, 1000, 100);
+    struct clients_peer peer = {.all_pool_ns = 10000, .all_conns = 13, .n = 2};
+    peer.row[0] = (struct clients_peer_row){.conns = 10, .idle = 10, .pool_ns = 8000};
+    strcpy(peer.row[0].client, "10.0.0.3");
+    peer.row[1] = (struct clients_peer_row){.conns = 3, .pool_ns = 1000};
+    strcpy(peer.row[1].client, x_text);
+    struct snapshot s;
+    snap_init(&s);
+    clients_stats(&table, 100, &peer, 1, &s);
+    ok(snap_complete(&s), "a top with a peer's: complete");
+    /* Scores: 10.0.0.3 8/11 + 10/14, 10.0.0.1 2/11 + 4/14 (no bytes). */
+    is_int(top_figure(&s, "1", &top_client_def), 3, "rank 1: the peer's hog 10.0.0.3");
+    is_int(top_figure(&s, "1", &top_idle_def), 10, "  with its idle connections");
+    is_int(top_figure(&s, "2", &top_client_def), 1, "rank 2: 10.0.0.1, on both workers");
+    is_int(top_figure(&s, "2", &top_conns_def), 4, "  its connections summed: 1 + 3");
+    is_int(top_figure(&s, "2", &top_pool_def), 2, "  its pool time summed: 2 us");
+    is_int(top_figure(&s, "2", &top_pool_share_def), 181, "  its share of both's pool time: 2/11");
+    is_int(top_figure(&s, "3", &top_conns_def), -1, "two clients: two rows");
+    snap_free(&s);
+    snap_init(&s);
+    clients_stats(&table, 100, NULL, 0, &s);
+    ok(top_figure(&s, "1", &top_conns_def) == 1 && top_figure(&s, "2", &top_conns_def) == -1,
+       "alone: its own top only");
+    snap_free(&s);
+}
+
 int main(void)
 {
+    test_peers();
     test_prefix();
     test_make_room();
     test_give_way();

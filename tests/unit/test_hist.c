@@ -41,9 +41,43 @@ static void test_summary(void)
     is_int(s.max, 7, "and holds only the new value");
 }
 
+/* Two processes' windows merged are one window of all their values: the
+ * p50 of the merge is the busier process's, not an average. */
+static void test_merge(void)
+{
+    static struct hist a, b, both, merged;
+    for (int i = 0; i < 40; i++) {
+        hist_add(&a, 10000 + i, 100);
+        hist_add(&both, 10000 + i, 100);
+    }
+    hist_add(&b, 9000, 50000);     /* out of the window at 10700: not merged */
+    for (int i = 0; i < 61; i++) { /* 60 in A's period (added to it), one later */
+        hist_add(&b, i < 60 ? 10050 : 10600, 9000);
+        hist_add(&both, i < 60 ? 10050 : 10600, 9000);
+    }
+    hist_add(&merged, 9100, 70000); /* a stale slot of the target: replaced */
+    hist_merge(&merged, &a, 10700);
+    hist_merge(&merged, &b, 10700);
+    struct hist_summary m, w;
+    hist_summary(&merged, 10700, &m);
+    hist_summary(&both, 10700, &w);
+    is_int(m.count, 101, "merged: 101 values, none from outside the window");
+    ok(m.p50 == w.p50 && m.p50 > 8000, "p50 as one window of both: the slow majority's");
+    is_int(m.p99, w.p99, "p99 as one window of both");
+    is_int(m.max, 9000, "max of both");
+    struct hist_total ta = {0}, tb = {0};
+    hist_total_add(&ta, 3);
+    hist_total_add(&tb, 3);
+    hist_total_add(&tb, 1000);
+    hist_total_merge(&ta, &tb);
+    ok(ta.count == 3 && ta.sum == 1006 && ta.bucket[3] == 2 && ta.bucket[hist_bucket(1000)] == 1,
+       "totals merge: counts, sum and buckets added");
+}
+
 int main(void)
 {
     test_buckets();
     test_summary();
+    test_merge();
     return tap_done();
 }

@@ -78,8 +78,39 @@ static void test_growth(void)
     snap_free(&s);
 }
 
+/* A figure's key is its path: the same in two snapshots built alike, and
+ * apart for the same definition under another object or name. */
+static void fill_keys(struct snapshot *s, const char *route, uint64_t *keys)
+{
+    snap_init(s);
+    snap_add(s, &count_def, 1);
+    snap_open(s, route, "route");
+    snap_add_named(s, &code_def, "2xx", 1);
+    snap_add_named(s, &code_def, "4xx", 1);
+    snap_close(s);
+    snap_keys(s, keys);
+}
+
+static void test_keys(void)
+{
+    struct snapshot a, b;
+    uint64_t ka[5], kb[5];
+    fill_keys(&a, "/gzip", ka);
+    fill_keys(&b, "/gzip", kb);
+    ok(memcmp(ka, kb, sizeof ka) == 0, "two snapshots built alike: the same keys");
+    ok(ka[2] != ka[3], "two names of one definition in one object: two keys");
+    snap_free(&b);
+    fill_keys(&b, "/stats", kb);
+    ok(ka[0] == kb[0] && ka[2] != kb[2], "the same figure under another object: another key");
+    snap_free(&a);
+    snap_free(&b);
+    ok(snap_merge_of(&count_def) == SNAP_SUM && snap_merge_of(&info_def) == SNAP_SAME,
+       "merge by kind: a gauge is summed, a text kept");
+}
+
 int main(void)
 {
+    test_keys();
     test_tree();
     test_failures();
     test_growth();
