@@ -85,6 +85,9 @@ def parse_args(argv=None):
     ap.add_argument("--hog", type=int, default=512,
                     help="--act attack: connections the hog tries to hold (default 512)")
     ap.add_argument("--emulate-disk", help="start with emulate_disk, e.g. 8ms,120m")
+    ap.add_argument("--workers", default="1",
+                    help="the server's workers, N or auto (default 1): the switches, /stats "
+                    "and the dashboard answer for all of them")
     ap.add_argument("--no-wrk", action="store_true", help="flood with build/probe --flood")
     ap.add_argument("--dir", default=os.path.join(TOP, "build", "demo"), help="demo docroot")
     ap.add_argument("--unclog", default=os.path.join(TOP, "build", "unclog"))
@@ -146,7 +149,7 @@ def start_server(procs, args, logpath, settings=CLOGGED):
     port = args.port if port_free(args.port) else free_port()
     cmd = [args.unclog, "-c", os.path.join(TEMPLATES, "unclog.conf"),
            "--listen", f"127.0.0.1:{port}", "--root", args.dir, "--admin", "on",
-           "--access-log", "off", "--threads", "4", *settings,
+           "--access-log", "off", "--threads", "4", "--workers", args.workers, *settings,
            *(["--emulate-disk", args.emulate_disk] if args.emulate_disk else [])]
     with open(logpath, "w") as logf:
         # A session of its own: the terminal's Ctrl-C reaches the demo alone,
