@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <uv.h>
 #include <zlib.h>
@@ -68,6 +69,27 @@ static void worker_gone(unsigned index, void *arg)
 {
     struct run *run = arg;
     control_worker_gone(run->control, index);
+}
+
+/* SIGHUP, in the master: reads the configuration again as each worker
+ * does (server_reload), so that a worker forked after it, in a crashed
+ * one's place, starts from the reloaded file and not from the one the
+ * server started with; its live settings then come from the control plane.
+ * Restart keys, and a switch of the access log to or from standard output,
+ * keep their running value, as in the workers. A configuration with an
+ * error changes nothing (each worker logs why). */
+static void master_reload(void *arg)
+{
+    static struct config next;
+    struct run *run = arg;
+    char err[CONFIG_ERR_MAX], kept[256];
+    enum config_action action;
+    if (config_load(&next, run->cfg->tables, run->argc, run->argv, &action, err) != 0)
+        return;
+    config_keep_restart_keys(&next, run->cfg, kept, sizeof kept);
+    if ((strcmp(next.access_log, "-") == 0) != (strcmp(run->cfg->access_log, "-") == 0))
+        memcpy(next.access_log, run->cfg->access_log, sizeof next.access_log);
+    *run->cfg = next;
 }
 
 /* --routes: every module's routes, one a line, in matching order: the path
@@ -142,7 +164,9 @@ int main(int argc, char **argv)
         return 1;
     }
     run.whole = whole_create(workers);
-    int status = master_run(workers, serve, worker_gone, &run);
+    const struct master_hooks hooks = {
+        .run = serve, .gone = worker_gone, .reload = master_reload, .arg = &run};
+    int status = master_run(workers, &hooks);
     whole_destroy(run.whole);
     control_free(run.control);
     close(run.listen_fd);

@@ -31,9 +31,7 @@ struct master {
     struct worker *workers; /* owned */
     unsigned nworkers, live;
     bool stopping, failed;
-    master_worker_fn run;
-    master_gone_fn gone;
-    void *arg;
+    struct master_hooks hooks;
     pid_t pid;
     sigset_t signals, old_mask;
 };
@@ -66,7 +64,7 @@ static void spawn(struct master *m, unsigned i)
         char name[32];
         snprintf(name, sizeof name, "worker %u", i + 1);
         log_set_name(name);
-        exit(m->run(i + 1, m->arg));
+        exit(m->hooks.run(i + 1, m->hooks.arg));
     }
     w->pid = pid;
     w->started_ms = now_ms();
@@ -104,8 +102,8 @@ static void reap(struct master *m)
             continue;
         w->pid = 0;
         m->live--;
-        if (m->gone != NULL)
-            m->gone((unsigned)(w - m->workers) + 1, m->arg);
+        if (m->hooks.gone != NULL)
+            m->hooks.gone((unsigned)(w - m->workers) + 1, m->hooks.arg);
         char how[64];
         describe(status, how, sizeof how);
         if (m->stopping) {
@@ -155,9 +153,9 @@ void master_worker_ready(void)
     sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
-int master_run(unsigned nworkers, master_worker_fn run, master_gone_fn gone, void *arg)
+int master_run(unsigned nworkers, const struct master_hooks *hooks)
 {
-    struct master m = {.nworkers = nworkers, .run = run, .gone = gone, .arg = arg, .pid = getpid()};
+    struct master m = {.nworkers = nworkers, .hooks = *hooks, .pid = getpid()};
     m.workers = calloc(nworkers, sizeof *m.workers);
     if (m.workers == NULL) {
         log_error("workers: out of memory");
@@ -186,6 +184,8 @@ int master_run(unsigned nworkers, master_worker_fn run, master_gone_fn gone, voi
             forward(&m, signum);
         } else if (signum == SIGHUP) {
             log_info("signal %d: the workers reload the configuration", signum);
+            if (m.hooks.reload != NULL)
+                m.hooks.reload(m.hooks.arg);
             forward(&m, signum);
         }
     }

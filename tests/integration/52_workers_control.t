@@ -6,8 +6,9 @@
 # not apply in time is named (202, "pending"), and applies once it runs
 # again. A SIGKILLed worker's replacement runs the live value, not the
 # file's. SIGHUP with an edited file reaches both and moves the generation
-# once. The dashboard's history is the server's: the replacement answers
-# the samples taken before it started, and each change is marked once.
+# once, and a worker forked after it starts from the reloaded file. The
+# dashboard's history is the server's: the replacement answers the samples
+# taken before it started, and each change is marked once.
 # Counters and values, not timings.
 import json
 import os
@@ -120,7 +121,7 @@ def history_survives(srv, when, started_ms):
 
 def reload_once(srv, gen):
     with open(srv.conf_path, "a") as f:
-        f.write("partition = 16k\n")
+        f.write("partition = 16k\npartition_min = 32k\n")
     srv.send_signal(signal.SIGHUP)
     ok(poll(lambda: srv.stderr().count("reloaded the configuration") >= 2),
        "SIGHUP reaches both workers")
@@ -128,6 +129,16 @@ def reload_once(srv, gen):
     is_({w: (s["partition"], s["generation"]) for w, s in st.items()},
         {1: ("16k", gen + 1), 2: ("16k", gen + 1)},
         "both run the file's 16k, and the generation moved once for two reloads")
+    # partition_min is a reload key, not a live one: the control plane does
+    # not carry it, the master's own reload does.
+    victim = survey(srv.stats)[2]["pid"]
+    os.kill(victim, signal.SIGKILL)
+    ok(poll(lambda: survey(srv.stats).get(2, {}).get("pid") not in (None, victim)),
+       "the master forks a replacement for worker 2")
+    stats = survey(srv.stats)
+    is_({w: (s["partition"], s["partition_min"]) for w, s in stats.items()},
+        {1: (16 * KiB, 32 * KiB), 2: (16 * KiB, 32 * KiB)},
+        "a worker forked after the reload starts from the reloaded file (partition_min 32k)")
 
 
 def main():
