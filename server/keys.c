@@ -99,6 +99,11 @@ static const struct config_key core_keys[] = {
      "bytes the loop hands the kernel per turn; beyond them writes wait, and clients take turns "
      "by bytes, however many connections each has",
      CONFIG_RELOAD, NULL},
+    {"turn_share", CONFIG_UINT, CONFIG_FIELD(struct config, turn_share), 0, 1000000, "200", "US",
+     "microseconds of a turn of the loop one client's requests and pool callbacks may take; "
+     "beyond them its next requests wait for a later turn, so that a flood of cheap requests "
+     "cannot hold the loop from another client's; 0: no bound",
+     CONFIG_RELOAD, NULL},
     {"max_buffer_memory", CONFIG_SIZE, CONFIG_FIELD(struct config, max_buffer_memory), 1,
      1ULL << 40, "256m", "SIZE",
      "request and response buffers held at once per worker: beyond it work waits its turn",

@@ -89,10 +89,11 @@ static void server_on_signal(uv_signal_t *sig, int signum)
 /* The last connection is gone after a stop: close what is left. */
 /* The gateway's and the pumps' reports, to the clients table: who used
  * the pool and the socket in the last second (clients.h). */
-static void server_on_job_ran(void *arg, uint64_t flow, uint64_t ns)
+static void server_on_job_ran(void *arg, uint64_t flow, uint64_t ns, uint64_t loop_ns)
 {
     struct server *srv = arg;
     clients_ran(&srv->clients, flow, ns, uv_now(srv->loop));
+    conn_turns_charge(&srv->turns, flow, loop_ns);
 }
 
 static void server_on_sent(void *arg, uint64_t flow, size_t bytes)
@@ -112,6 +113,7 @@ static void server_finish(struct server *srv)
     server__control_close(srv);
     gateway_close(&srv->gateway);
     pump_sender_close(&srv->sender);
+    conn_turns_close(&srv->turns);
     access_log_close(&srv->access);
 }
 
@@ -163,6 +165,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->gateway.ran_arg = srv;
     budget_init(&srv->budget, cfg->max_buffer_memory);
     pump_sender_init(&srv->sender, loop, cfg->send_turn);
+    conn_turns_init(&srv->turns, loop, (uint64_t)cfg->turn_share * 1000);
     srv->pump_env = (struct pump_env){.gateway = &srv->gateway,
                                       .budget = &srv->budget,
                                       .bytes_sent = &srv->bytes_sent,
@@ -180,7 +183,8 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                                       .date = server_date,
                                       .response_done = server_count_response,
                                       .gone = server_conn_gone,
-                                      .clients = &srv->clients};
+                                      .clients = &srv->clients,
+                                      .turns = &srv->turns};
     if (gateway_set_bulk_nice(&srv->gateway, (int)cfg->bulk_nice) < 0)
         log_warn("bulk_nice %u: off (needs root, or LimitNICE=20 to set threads back)",
                  cfg->bulk_nice);
@@ -197,6 +201,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
             }
             gateway_close(&srv->gateway);
             pump_sender_close(&srv->sender);
+            conn_turns_close(&srv->turns);
             return err;
         }
     }
@@ -275,11 +280,13 @@ fail_close_log:
     access_log_close(&srv->access);
     gateway_close(&srv->gateway);
     pump_sender_close(&srv->sender);
+    conn_turns_close(&srv->turns);
     return rc;
 fail_close_fd:
     if (listen_fd >= 0)
         close(listen_fd);
     gateway_close(&srv->gateway);
     pump_sender_close(&srv->sender);
+    conn_turns_close(&srv->turns);
     return rc;
 }

@@ -69,6 +69,7 @@ struct server {
     struct budget budget;                   /* what buffers may hold at once */
     struct pump_env pump_env;               /* what every response's pump shares */
     struct pump_sender sender;              /* the loop's writes, shared by client */
+    struct conn_turns turns;                /* the loop's time, shared by client */
     struct conn_env conn_env;               /* what every connection reads; owns their list */
     struct clients clients;                 /* who holds the connections (conn_env's) */
     const struct module *const *modules;    /* main()'s list, NULL-terminated */

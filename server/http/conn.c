@@ -5,6 +5,7 @@
  * a request says and what a head holds; only this file acts. */
 #include "server/http/conn.h"
 #include "server/http/conn_internal.h"
+#include "server/base/snapshot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,8 @@
 
 static void conn_on_timer(uv_timer_t *timer);
 static void resume(struct conn *c);
+static void turn_leave(struct conn *c);
+static void turns_on_idle(uv_idle_t *idle);
 static void drop_stream(struct conn *c);
 
 /* ---- small accessors ------------------------------------------------------ */
@@ -227,6 +230,7 @@ static void close_conn(struct conn *c, bool reset)
     if (c->state >= CONN_CLOSING)
         return;
     enter(c, CONN_CLOSING);
+    turn_leave(c);
     pump_stop(&c->pump);
     uv_close((uv_handle_t *)&c->timer, conn_on_close);
     if (!reset || uv_tcp_close_reset(&c->tcp, conn_on_close) < 0)
@@ -413,8 +417,8 @@ static bool parsing(const struct conn *c)
 
 /* The one way into llhttp: parses the buffered input as far as the state
  * lets it, acting on each step, then reads on if the buffer is spent and
- * the state wants more. */
-static void resume(struct conn *c)
+ * the state wants more. Only through resume, which keeps the turns. */
+static void parse_input(struct conn *c)
 {
     while (c->in_len > 0 && parsing(c)) {
         /* A streamed body goes in no faster than its route takes it. */
@@ -464,6 +468,165 @@ static void resume(struct conn *c)
     }
     if (c->state < CONN_CLOSING)
         follow_input(c);
+}
+
+/* ---- turns: the loop's time, shared by client (turns.h) ------------------- */
+
+/* Parses C's input now, its time charged to its client's turn. */
+static void run_turn(struct conn *c, struct conn_turns *ct)
+{
+    uint64_t flow = c->flow, t0 = uv_hrtime();
+    parse_input(c);
+    turns_charge(&ct->policy, flow, uv_hrtime() - t0);
+}
+
+static void turn_leave(struct conn *c)
+{
+    struct conn_turns *ct = c->env->turns;
+    if (c->turn_pprev == NULL)
+        return;
+    *c->turn_pprev = c->turn_next;
+    if (c->turn_next != NULL)
+        c->turn_next->turn_pprev = c->turn_pprev;
+    else
+        ct->tail = c->turn_pprev;
+    c->turn_next = NULL;
+    c->turn_pprev = NULL;
+    ct->waiting--;
+}
+
+static void turn_wait(struct conn *c, struct conn_turns *ct)
+{
+    c->turn_next = NULL;
+    c->turn_pprev = ct->tail;
+    *ct->tail = c;
+    ct->tail = &c->turn_next;
+    ct->waiting++;
+    uv_idle_start(&ct->idle, turns_on_idle);
+    follow_input(c); /* input waits in the buffer: reading stops */
+}
+
+/* Input to parse: now if its client has time left in this turn, else it
+ * waits for a later turn, after those waiting already. */
+static void resume(struct conn *c)
+{
+    struct conn_turns *ct = c->env->turns;
+    if (ct == NULL || ct->policy.share_ns == 0 || c->in_len == 0 || !parsing(c)) {
+        parse_input(c);
+        return;
+    }
+    if (c->turn_pprev != NULL)
+        return; /* it waits already; its turn resumes it */
+    if (turns_admit(&ct->policy, c->flow, false))
+        run_turn(c, ct);
+    else
+        turn_wait(c, ct);
+}
+
+/* A turn begins after each poll. */
+static void turns_on_check(uv_check_t *check)
+{
+    struct conn_turns *ct = container_of(check, struct conn_turns, check);
+    turns_next(&ct->policy);
+}
+
+/* Before the poll: the waiting requests, oldest first, as far as each
+ * client's share and the turn's bound go. Each is taken off the list
+ * before it runs, so that whatever it closes leaves the list whole. */
+static void turns_on_idle(uv_idle_t *idle)
+{
+    struct conn_turns *ct = container_of(idle, struct conn_turns, idle);
+    if (ct->waiting > 0)
+        ct->policy.counters.turns++;
+    for (size_t n = ct->waiting; n > 0 && ct->head != NULL; n--) {
+        struct conn *c = ct->head;
+        bool now = turns_admit(&ct->policy, c->flow, true);
+        turn_leave(c);
+        if (!now) {
+            turn_wait(c, ct); /* last again: its client's time is spent */
+            continue;
+        }
+        if (c->in_len > 0 && parsing(c))
+            run_turn(c, ct);
+        else
+            parse_input(c); /* its state moved on meanwhile: it only reads on */
+    }
+    if (ct->head == NULL)
+        uv_idle_stop(&ct->idle);
+}
+
+void conn_turns_init(struct conn_turns *ct, uv_loop_t *loop, uint64_t share_ns)
+{
+    *ct = (struct conn_turns){0};
+    turns_init(&ct->policy, share_ns);
+    ct->tail = &ct->head;
+    uv_check_init(loop, &ct->check); /* cannot fail */
+    uv_idle_init(loop, &ct->idle);
+    /* They run for the connections, which keep the loop alive. */
+    uv_unref((uv_handle_t *)&ct->check);
+    uv_unref((uv_handle_t *)&ct->idle);
+    conn_turns_set_share(ct, share_ns);
+}
+
+void conn_turns_set_share(struct conn_turns *ct, uint64_t share_ns)
+{
+    turns_set_share(&ct->policy, share_ns);
+    if (share_ns > 0)
+        uv_check_start(&ct->check, turns_on_check);
+    else
+        uv_check_stop(&ct->check); /* those waiting go at the next idle */
+}
+
+void conn_turns_charge(struct conn_turns *ct, uint64_t flow, uint64_t ns)
+{
+    turns_charge(&ct->policy, flow, ns);
+}
+
+void conn_turns_close(struct conn_turns *ct)
+{
+    if (ct->closing)
+        return;
+    ct->closing = true;
+    uv_close((uv_handle_t *)&ct->check, NULL);
+    uv_close((uv_handle_t *)&ct->idle, NULL);
+}
+
+static const struct snap_def turns_share_def = {
+    .key = "share_us",
+    .metric = "unclog_turn_share_seconds",
+    .unit = SNAP_US,
+    .help = "Loop time a client's requests and pool callbacks may take per turn of the loop "
+            "before its next requests wait for a later turn (turn_share; 0: no bound).",
+    .merge = SNAP_SAME};
+static const struct snap_def turns_at_once_def = {
+    .key = "at_once",
+    .metric = "unclog_turn_requests_at_once_total",
+    .kind = SNAP_COUNTER,
+    .help = "Request inputs parsed in the turn of the loop that brought them."};
+static const struct snap_def turns_deferred_def = {
+    .key = "deferred",
+    .metric = "unclog_turn_requests_deferred_total",
+    .kind = SNAP_COUNTER,
+    .help = "Request inputs that waited for a later turn: their client had spent its share."};
+static const struct snap_def turns_turns_def = {
+    .key = "turns",
+    .metric = "unclog_turn_turns_waited_total",
+    .kind = SNAP_COUNTER,
+    .help = "Turns of the loop that began with request inputs waiting."};
+static const struct snap_def turns_waiting_def = {
+    .key = "waiting",
+    .metric = "unclog_turn_waiting_connections",
+    .help = "Connections whose input waits for their client's turn now."};
+
+void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s)
+{
+    snap_open(s, "turns", NULL);
+    snap_add(s, &turns_share_def, ct->policy.share_ns / 1000);
+    snap_add(s, &turns_at_once_def, ct->policy.counters.at_once);
+    snap_add(s, &turns_deferred_def, ct->policy.counters.deferred);
+    snap_add(s, &turns_turns_def, ct->policy.counters.turns);
+    snap_add(s, &turns_waiting_def, ct->waiting);
+    snap_close(s);
 }
 
 /* A request that failed to parse (WHY says how, for the debug log), was

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "server/http/http.h"
+#include "server/http/turns.h"
 #include "server/pool/pump.h"
 
 /* A streaming route takes up to BYTES more of the body now (0: none until
@@ -57,6 +58,32 @@ void conn_send_error(struct conn *c, int status, const char *allow);
 const char *http_reason(int status);
 
 /* ---- for the server module ---- */
+
+/* The loop's time, shared by client (server/http/turns.h): owns the policy,
+ * the requests waiting for a turn (connections with input, oldest first),
+ * a check handle that begins a turn after each poll, and an idle handle
+ * that keeps the loop from blocking while requests wait. Owned by the
+ * server, one per loop. */
+struct conn_turns {
+    struct turns policy;
+    struct conn *head, **tail; /* the waiting connections */
+    size_t waiting;
+    uv_check_t check;
+    uv_idle_t idle;
+    bool closing;
+};
+
+/* Prepares CT on LOOP, each client's share of a turn SHARE_NS (0: off). */
+void conn_turns_init(struct conn_turns *ct, uv_loop_t *loop, uint64_t share_ns);
+/* Changes the share, from the next request on. */
+void conn_turns_set_share(struct conn_turns *ct, uint64_t share_ns);
+/* Work of FLOW done outside a request's parse (a pool job's callback)
+ * took NS of the loop's time in this turn. */
+void conn_turns_charge(struct conn_turns *ct, uint64_t flow, uint64_t ns);
+/* Closes CT's handles. No connection may wait: all are closed. */
+void conn_turns_close(struct conn_turns *ct);
+/* Adds CT's counters to S, as the object "turns". */
+void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s);
 
 /* Serves the accepted socket FD as a new connection of ENV: starts reading
  * and the header timeout. Takes FD. Returns 0, and ENV's gone runs once

@@ -152,6 +152,8 @@ struct conn {
     bool loopback; /* the peer is this machine */
     uint64_t flow; /* the client: the peer's address under client_prefix, hashed (client_of) */
     struct client_link client; /* its place in env->clients: counted, and listed while IDLE */
+    /* Not state: in env->turns' list, its input waiting for its client's turn. */
+    struct conn *turn_next, **turn_pprev;
 
     /* The big buffers come last: conn_accept zeroes everything before them. */
     char values[VALUES_MAX];

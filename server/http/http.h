@@ -76,6 +76,7 @@ struct route {
 
 struct access_log;
 struct clients;
+struct conn_turns;
 struct client_link;
 struct config;
 
@@ -105,6 +106,8 @@ struct conn_env {
     /* Who holds them: each connection counts itself in from conn_accept
      * until it is freed, and lists itself while idle. */
     struct clients *clients;
+    /* Whose turn it is to use the loop (conn.h); NULL: nobody waits. */
+    struct conn_turns *turns;
 };
 
 #endif

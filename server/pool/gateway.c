@@ -81,9 +81,12 @@ static void gateway_on_after_work(uv_work_t *req, int status)
     count(gw, job, status);
     if (status == 0)
         adapt_bulk_max(gw, job);
-    if (status == 0 && gw->ran != NULL)
-        gw->ran(gw->ran_arg, job->item.flow_id, job->finished_ns - job->started_ns);
+    /* The job may be freed by its callback. */
+    uint64_t flow = job->item.flow_id, ran = job->finished_ns - job->started_ns;
+    uint64_t t0 = gw->ran != NULL && status == 0 ? uv_hrtime() : 0;
     job->done(job, status);
+    if (t0 != 0)
+        gw->ran(gw->ran_arg, flow, ran, uv_hrtime() - t0);
     dispatch(gw);
 }
 

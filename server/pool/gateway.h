@@ -85,10 +85,11 @@ struct gateway {
     uint64_t bulk_cpu_permille; /* recent bulk jobs' CPU time per wall time, smoothed */
     int bulk_nice;              /* see gateway_set_bulk_nice */
     struct gateway_class_stats stats[GATEWAY_NCLASSES];
-    /* Told on the loop thread of each job that ran: who asked (its cost's
-     * flow) and how long it ran on its thread. Set by the owner after
-     * gateway_init; NULL: nobody. */
-    void (*ran)(void *arg, uint64_t flow, uint64_t ns);
+    /* Told on the loop thread of each job that ran, after its done
+     * callback: who asked (its cost's flow), how long it ran on its thread
+     * (NS) and how long the callback took the loop (LOOP_NS). Set by the
+     * owner after gateway_init; NULL: nobody. */
+    void (*ran)(void *arg, uint64_t flow, uint64_t ns, uint64_t loop_ns);
     void *ran_arg;
 };
 

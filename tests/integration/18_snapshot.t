@@ -90,6 +90,11 @@ RULES = [
     ("send.waiting_clients", lambda: num("unclog_send_waiting_clients")),
     ("send.waiting_clients_max", lambda: num("unclog_send_waiting_clients_max")),
     ("send.lag_max", lambda: num("unclog_send_lag_max_bytes")),
+    ("turns.share_us", lambda: num("unclog_turn_share_seconds", US)),
+    ("turns.at_once", lambda: num("unclog_turn_requests_at_once_total")),
+    ("turns.deferred", lambda: num("unclog_turn_requests_deferred_total")),
+    ("turns.turns", lambda: num("unclog_turn_turns_waited_total")),
+    ("turns.waiting", lambda: num("unclog_turn_waiting_connections")),
     ("file_cache.enabled", lambda: num("unclog_file_cache_enabled")),
     ("file_cache.entries", lambda: num("unclog_file_cache_entries")),
     ("file_cache.bytes", lambda: num("unclog_file_cache_bytes")),
@@ -200,8 +205,9 @@ def family_of(name, families):
 
 def moved(path, stats_len):
     """How far a /stats counter moved before /metrics read it: the /stats answer
-    itself counts as a request, a 2xx of its route and its body's bytes."""
-    if path in (("requests",), ("responses", "/stats", "2xx")):
+    itself counts as a request, a 2xx of its route and its body's bytes, and
+    the /metrics request as a request parsed at once."""
+    if path in (("requests",), ("responses", "/stats", "2xx"), ("turns", "at_once")):
         return 1
     return stats_len if path == ("bytes_sent",) else 0
 

@@ -1,0 +1,78 @@
+#ifndef UNCLOG_TURNS_H
+#define UNCLOG_TURNS_H
+
+/* The loop's time, shared by client: the policy, as pure code (no loop, no
+ * clock; the caller measures and says when a turn begins).
+ *
+ * A turn is one pass of the loop. In a turn each client (its flow, hashed
+ * into TURNS_BUCKETS buckets: nothing is allocated per client) may spend
+ * SHARE_NS of the loop's time on its requests: parsing them and what their
+ * route does at once (a cached file is answered then), and the callbacks
+ * of its pool jobs (a response's head, a cache entry). A request whose
+ * client has spent its share waits for the next turn, when the waiting
+ * requests go first, oldest first, each client again up to its share.
+ *
+ * Why: with 64 connections a client can have 64 requests ready in one poll.
+ * Answered in that turn, they make it 1.3 ms long (measured), and every
+ * other client's request waits that long for each step it takes on the
+ * loop (a read, then one per pool job), while the flood's connections stay
+ * in step, poll after poll. With a share, a turn holds at most a share of
+ * each client's work, and a request of a client that has spent nothing
+ * this turn runs in the poll that brings it.
+ *
+ * The requests that waited have a bound for all clients together,
+ * TURNS_CLIENTS shares of a turn, so that the waiting of many clients (many
+ * addresses) cannot make a turn long either; beyond it they wait on, in
+ * order of arrival. A request the poll brings does not count against that
+ * bound: it goes whenever its client has spent less than its share, so a
+ * client that has spent nothing this turn is served in the poll, however
+ * much others have waiting. The request that crosses the share still goes
+ * (each turn makes progress); a lone client loses nothing but a return to
+ * the poll after each share of work. */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TURNS_BUCKETS 1024 /* a power of two */
+#define TURNS_CLIENTS 4    /* a turn's bound for everyone, in shares */
+
+struct turns_counters {
+    uint64_t at_once;  /* requests that went in the turn that brought them */
+    uint64_t deferred; /* requests that waited for a later turn */
+    uint64_t turns;    /* turns that began with requests waiting */
+};
+
+struct turns {
+    uint64_t share_ns; /* each client's time per turn; 0: no bound, all goes at once */
+    uint64_t turn;     /* the current turn's number */
+    uint64_t used_ns;  /* what every client spent in this turn */
+    struct {
+        uint64_t turn;    /* used_ns counts in this turn only */
+        uint64_t used_ns; /* what the bucket's clients spent in that turn */
+    } bucket[TURNS_BUCKETS];
+    struct turns_counters counters;
+};
+
+/* An empty policy giving each client SHARE_NS per turn (0: off). */
+void turns_init(struct turns *t, uint64_t share_ns);
+
+/* Changes the share, from the next request on. */
+void turns_set_share(struct turns *t, uint64_t share_ns);
+
+/* A new turn begins: every client's time is its own again. */
+void turns_next(struct turns *t);
+
+/* Whether a request of FLOW may run in this turn: its client has spent
+ * less than its share and, for a request that WAITED, the turn less than
+ * its bound. Counts it as
+ * gone at once (WAITED false) or after waiting (true) when it may, as
+ * deferred when it may not and had not waited. */
+bool turns_admit(struct turns *t, uint64_t flow, bool waited);
+
+/* FLOW's work took NS of the loop's time in this turn. */
+void turns_charge(struct turns *t, uint64_t flow, uint64_t ns);
+
+/* What FLOW has spent in this turn. */
+uint64_t turns_used(const struct turns *t, uint64_t flow);
+
+#endif
