@@ -482,26 +482,14 @@ static void run_turn(struct conn *c, struct conn_turns *ct)
 
 static void turn_leave(struct conn *c)
 {
-    struct conn_turns *ct = c->env->turns;
-    if (c->turn_pprev == NULL)
-        return;
-    *c->turn_pprev = c->turn_next;
-    if (c->turn_next != NULL)
-        c->turn_next->turn_pprev = c->turn_pprev;
-    else
-        ct->tail = c->turn_pprev;
-    c->turn_next = NULL;
-    c->turn_pprev = NULL;
-    ct->waiting--;
+    if (c->env->turns != NULL)
+        turns_remove(&c->env->turns->policy, &c->turn);
 }
 
 static void turn_wait(struct conn *c, struct conn_turns *ct)
 {
-    c->turn_next = NULL;
-    c->turn_pprev = ct->tail;
-    *ct->tail = c;
-    ct->tail = &c->turn_next;
-    ct->waiting++;
+    c->turn.flow = c->flow;
+    turns_wait(&ct->policy, &c->turn);
     uv_idle_start(&ct->idle, turns_on_idle);
     follow_input(c); /* input waits in the buffer: reading stops */
 }
@@ -515,7 +503,7 @@ static void resume(struct conn *c)
         parse_input(c);
         return;
     }
-    if (c->turn_pprev != NULL)
+    if (c->turn.queued)
         return; /* it waits already; its turn resumes it */
     if (turns_admit(&ct->policy, c->flow, false))
         run_turn(c, ct);
@@ -530,28 +518,23 @@ static void turns_on_check(uv_check_t *check)
     turns_next(&ct->policy);
 }
 
-/* Before the poll: the waiting requests, oldest first, as far as each
- * client's share and the turn's bound go. Each is taken off the list
- * before it runs, so that whatever it closes leaves the list whole. */
+/* Before the poll: the waiting requests, clients in turn, as far as each
+ * client's share and the turn's bound go. Each is out of the queue before
+ * it runs, so that whatever it closes leaves the queue whole. */
 static void turns_on_idle(uv_idle_t *idle)
 {
     struct conn_turns *ct = container_of(idle, struct conn_turns, idle);
-    if (ct->waiting > 0)
+    if (ct->policy.waiting > 0)
         ct->policy.counters.turns++;
-    for (size_t n = ct->waiting; n > 0 && ct->head != NULL; n--) {
-        struct conn *c = ct->head;
-        bool now = turns_admit(&ct->policy, c->flow, true);
-        turn_leave(c);
-        if (!now) {
-            turn_wait(c, ct); /* last again: its client's time is spent */
-            continue;
-        }
+    struct turns_item *item;
+    while ((item = turns_next_waiting(&ct->policy)) != NULL) {
+        struct conn *c = container_of(item, struct conn, turn);
         if (c->in_len > 0 && parsing(c))
             run_turn(c, ct);
         else
             parse_input(c); /* its state moved on meanwhile: it only reads on */
     }
-    if (ct->head == NULL)
+    if (ct->policy.waiting == 0)
         uv_idle_stop(&ct->idle);
 }
 
@@ -559,7 +542,6 @@ void conn_turns_init(struct conn_turns *ct, uv_loop_t *loop, uint64_t share_ns)
 {
     *ct = (struct conn_turns){0};
     turns_init(&ct->policy, share_ns);
-    ct->tail = &ct->head;
     uv_check_init(loop, &ct->check); /* cannot fail */
     uv_idle_init(loop, &ct->idle);
     /* They run for the connections, which keep the loop alive. */
@@ -625,7 +607,7 @@ void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s)
     snap_add(s, &turns_at_once_def, ct->policy.counters.at_once);
     snap_add(s, &turns_deferred_def, ct->policy.counters.deferred);
     snap_add(s, &turns_turns_def, ct->policy.counters.turns);
-    snap_add(s, &turns_waiting_def, ct->waiting);
+    snap_add(s, &turns_waiting_def, ct->policy.waiting);
     snap_close(s);
 }
 

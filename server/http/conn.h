@@ -60,14 +60,12 @@ const char *http_reason(int status);
 /* ---- for the server module ---- */
 
 /* The loop's time, shared by client (server/http/turns.h): owns the policy,
- * the requests waiting for a turn (connections with input, oldest first),
- * a check handle that begins a turn after each poll, and an idle handle
- * that keeps the loop from blocking while requests wait. Owned by the
- * server, one per loop. */
+ * which queues the connections whose input waits for a turn, a check
+ * handle that begins a turn after each poll, and an idle handle that keeps
+ * the loop from blocking while requests wait. Owned by the server, one per
+ * loop. */
 struct conn_turns {
     struct turns policy;
-    struct conn *head, **tail; /* the waiting connections */
-    size_t waiting;
     uv_check_t check;
     uv_idle_t idle;
     bool closing;

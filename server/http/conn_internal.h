@@ -18,6 +18,7 @@
 #include "server/base/log.h"
 #include "server/base/util.h"
 #include "server/http/clients.h"
+#include "server/http/turns.h"
 #include "server/http/http.h"
 #include "server/pool/pump.h"
 #include "server/http/strict.h"
@@ -152,8 +153,8 @@ struct conn {
     bool loopback; /* the peer is this machine */
     uint64_t flow; /* the client: the peer's address under client_prefix, hashed (client_of) */
     struct client_link client; /* its place in env->clients: counted, and listed while IDLE */
-    /* Not state: in env->turns' list, its input waiting for its client's turn. */
-    struct conn *turn_next, **turn_pprev;
+    /* Not state: queued in env->turns while its input waits for its client's turn. */
+    struct turns_item turn;
 
     /* The big buffers come last: conn_accept zeroes everything before them. */
     char values[VALUES_MAX];

@@ -31,6 +31,7 @@
  * the poll after each share of work. */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define TURNS_BUCKETS 1024 /* a power of two */
@@ -42,14 +43,28 @@ struct turns_counters {
     uint64_t turns;    /* turns that began with requests waiting */
 };
 
+/* A request waiting for a turn; embedded in its owner (a connection). */
+struct turns_item {
+    struct turns_item *next;
+    uint64_t flow;
+    bool queued;
+};
+
+struct turns_bucket {
+    uint64_t turn;                  /* used_ns counts in this turn only */
+    uint64_t used_ns;               /* what the bucket's clients spent in that turn */
+    struct turns_item *head, *tail; /* its waiting requests, oldest first */
+    int next; /* the next bucket in the ring, or -1; in it while head is set */
+};
+
 struct turns {
     uint64_t share_ns; /* each client's time per turn; 0: no bound, all goes at once */
     uint64_t turn;     /* the current turn's number */
     uint64_t used_ns;  /* what every client spent in this turn */
-    struct {
-        uint64_t turn;    /* used_ns counts in this turn only */
-        uint64_t used_ns; /* what the bucket's clients spent in that turn */
-    } bucket[TURNS_BUCKETS];
+    struct turns_bucket bucket[TURNS_BUCKETS];
+    int head, tail;  /* the ring of buckets with requests waiting, in turn order */
+    unsigned active; /* buckets in the ring */
+    size_t waiting;  /* requests waiting */
     struct turns_counters counters;
 };
 
@@ -74,5 +89,19 @@ void turns_charge(struct turns *t, uint64_t flow, uint64_t ns);
 
 /* What FLOW has spent in this turn. */
 uint64_t turns_used(const struct turns *t, uint64_t flow);
+
+/* ITEM (its flow set), not admitted, waits for a later turn, after its
+ * client's other waiting requests. */
+void turns_wait(struct turns *t, struct turns_item *item);
+
+/* The next waiting request that may run in this turn (turns_admit of a
+ * request that waited), removed; NULL when none may. Clients take turns
+ * request by request, each while it has time left. Costs a pass over the
+ * clients that wait at most, not over their requests. */
+struct turns_item *turns_next_waiting(struct turns *t);
+
+/* ITEM, waiting, will not run (its connection closes): leaves its queue.
+ * Does nothing when it is not waiting. */
+void turns_remove(struct turns *t, struct turns_item *item);
 
 #endif

@@ -78,6 +78,74 @@ static void test_callbacks(void)
     ok(turns_admit(&t, VICTIM, false), "another client's does not");
 }
 
+static struct turns_item items[128];
+
+static struct turns_item *wait_item(struct turns *t, int i, uint64_t flow)
+{
+    items[i] = (struct turns_item){.flow = flow};
+    turns_wait(t, &items[i]);
+    return &items[i];
+}
+
+static int index_of(const struct turns_item *it)
+{
+    return it == NULL ? -1 : (int)(it - items);
+}
+
+/* The waiting queue: 64 requests of the flood and then one of another
+ * client wait; the next turn serves them client by client, each while it
+ * has time left, not in the order they came. */
+static void test_queue(void)
+{
+    struct turns t;
+    turns_init(&t, 200 * US);
+    for (int i = 0; i < 64; i++)
+        wait_item(&t, i, ATTACKER);
+    wait_item(&t, 64, VICTIM);
+    is_int(t.waiting, 65, "65 wait");
+    is_int(t.active, 2, "in two clients' queues");
+    turns_next(&t);
+    struct turns_item *it = turns_next_waiting(&t);
+    is_int(index_of(it), 0, "the flood's oldest goes first");
+    turns_charge(&t, ATTACKER, 20 * US);
+    is_int(index_of(turns_next_waiting(&t)), 64, "then the other client's, not the flood's 2nd");
+    turns_charge(&t, VICTIM, 20 * US);
+    int ran = 2;
+    while ((it = turns_next_waiting(&t)) != NULL) {
+        turns_charge(&t, it->flow, 20 * US);
+        ran++;
+    }
+    is_int(ran, 11, "the flood runs on until its share is spent (10 of its requests)");
+    is_int(t.waiting, 54, "the others wait for the next turn");
+    is_int(t.active, 1, "in one queue");
+    turns_remove(&t, &items[10]);
+    turns_remove(&t, &items[10]);
+    is_int(t.waiting, 53, "a removed request leaves the queue, once");
+    turns_next(&t);
+    is_int(index_of(turns_next_waiting(&t)), 11, "the next turn goes on in order");
+    for (int i = 12; i < 64; i++)
+        turns_remove(&t, &items[i]);
+    is_int(t.active, 0, "the emptied queue leaves the ring");
+    ok(turns_next_waiting(&t) == NULL, "nothing waits");
+}
+
+/* The turn's bound stops the waiting even when a client has time left. */
+static void test_queue_bound(void)
+{
+    struct turns t;
+    turns_init(&t, 200 * US);
+    for (int i = 0; i < 10; i++)
+        wait_item(&t, i, (uint64_t)i + 1);
+    int ran = 0;
+    struct turns_item *it;
+    while ((it = turns_next_waiting(&t)) != NULL) {
+        turns_charge(&t, it->flow, 300 * US);
+        ran++;
+    }
+    is_int(ran, 3, "ten clients of 300 us each: three run, the third crossing the bound of 800 us");
+    ok(turns_admit(&t, 100, false), "a new client's request still goes in the poll");
+}
+
 static void test_off(void)
 {
     struct turns t;
@@ -94,6 +162,8 @@ int main(void)
     test_crossing();
     test_turn_bound();
     test_callbacks();
+    test_queue();
+    test_queue_bound();
     test_off();
     return tap_done();
 }
