@@ -16,6 +16,29 @@ static const char *const class_names[GATEWAY_NCLASSES] = {"open", "read", "gzip"
 
 /* The nice value of this worker thread, as last set here. */
 static _Thread_local int thread_nice;
+/* The job this worker thread runs: its CPU time when it started or last
+ * gave way, and how often it gave way. */
+static _Thread_local uint64_t thread_since_ns;
+static _Thread_local uint32_t thread_gave_way;
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void gateway_give_way(void)
+{
+    /* CPU time, not wall time: a job the kernel kept waiting has not held
+     * the CPU meanwhile, and giving it up again would only slow it. */
+    uint64_t now = thread_cpu_ns();
+    if (now - thread_since_ns < GATEWAY_GIVE_WAY_US * 1000u)
+        return;
+    sched_yield();
+    thread_gave_way++;
+    thread_since_ns = thread_cpu_ns();
+}
 
 static void gateway_on_work(uv_work_t *req)
 {
@@ -28,8 +51,11 @@ static void gateway_on_work(uv_work_t *req)
     struct timespec cpu0, cpu1;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
     job->started_ns = uv_hrtime();
+    thread_since_ns = (uint64_t)cpu0.tv_sec * 1000000000u + (uint64_t)cpu0.tv_nsec;
+    thread_gave_way = 0;
     job->work(job);
     job->finished_ns = uv_hrtime();
+    job->gave_way = thread_gave_way;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
     job->cpu_ns = (uint64_t)(cpu1.tv_sec - cpu0.tv_sec) * 1000000000u +
                   (uint64_t)(cpu1.tv_nsec - cpu0.tv_nsec);
@@ -47,6 +73,7 @@ static void count(struct gateway *gw, struct gateway_job *job, int status)
     uint64_t now = uv_now(gw->loop);
     s->completed++;
     s->cost_total += job->item.cost;
+    s->gave_way += job->gave_way;
     if (queued > s->queued_us_max)
         s->queued_us_max = queued;
     if (running > s->running_us_max)
@@ -329,6 +356,12 @@ static const struct snap_def job_cost = {
     .kind = SNAP_COUNTER,
     .help = "Cost in bytes of completed threadpool jobs, by class, as the scheduler weighs them: "
             "the bytes a job reads or deflates."};
+static const struct snap_def job_gave_way = {
+    .key = "gave_way",
+    .metric = "unclog_jobs_gave_way_total",
+    .kind = SNAP_COUNTER,
+    .help = "Times completed threadpool jobs gave the CPU up between steps, after 50 us of "
+            "running, so that the loop and other jobs did not wait out a time slice, by class."};
 static const struct snap_def job_queued = {
     .key = "queued_us_total",
     .metric = "unclog_job_queue_wait_seconds",
@@ -369,6 +402,7 @@ static void class_stats(const struct gateway_class_stats *st, uint64_t now, stru
     snap_add(s, &job_cancelled, st->cancelled);
     snap_add(s, &job_in_flight, st->submitted - st->completed - st->cancelled);
     snap_add(s, &job_cost, st->cost_total);
+    snap_add(s, &job_gave_way, st->gave_way);
     snap_add_hist(s, &job_queued, &st->queued_total);
     snap_add(s, &job_queued_max, st->queued_us_max);
     snap_add_hist(s, &job_running, &st->running_total);

@@ -58,13 +58,28 @@ struct gateway_job {
     gateway_work_fn work;
     gateway_done_fn done;
     uint64_t submitted_ns, started_ns, finished_ns;
-    uint64_t cpu_ns; /* CPU time the worker thread spent on it */
+    uint64_t cpu_ns;   /* CPU time the worker thread spent on it */
+    uint32_t gave_way; /* times it gave the CPU up (gateway_give_way) */
 };
+
+/* Worker thread, from a job's work, between the steps of a long job (a
+ * deflate, a large read): gives the CPU up (sched_yield) once the job has
+ * run GATEWAY_GIVE_WAY_US of CPU time since it started or last gave way
+ * (call it only where work remains: giving way as a job ends is no use,
+ * its thread goes on to the next job or sleeps anyway). On a busy CPU
+ * the kernel lets a running thread finish its time slice (1.5 ms measured
+ * here with 2 CPUs) before a thread it woke runs: the loop thread woken by
+ * a client's request, or a worker woken for another client's short job,
+ * would wait that long behind each deflate. Giving way costs a system call
+ * that returns at once when nothing else waits for the CPU. */
+#define GATEWAY_GIVE_WAY_US 50
+void gateway_give_way(void);
 
 /* Counters per class. Times in microseconds. */
 struct gateway_class_stats {
     uint64_t submitted, completed, cancelled;
     uint64_t cost_total; /* the cost of the jobs completed */
+    uint64_t gave_way;   /* times the jobs completed gave the CPU up */
     uint64_t queued_us_max, running_us_max;
     struct hist queued, running;                   /* the recent window */
     struct hist_total queued_total, running_total; /* since the start */

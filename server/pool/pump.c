@@ -515,12 +515,15 @@ int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset)
 {
     size_t got = 0;
     while (got < len) {
-        ssize_t n = pread(fd, buf + got, len - got, (off_t)(offset + got));
+        size_t step = len - got < PUMP_READ_STEP ? len - got : PUMP_READ_STEP;
+        ssize_t n = pread(fd, buf + got, step, (off_t)(offset + got));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             return n < 0 ? -errno : -EIO;
         got += (size_t)n;
+        if (got < len)
+            gateway_give_way();
     }
     return 0;
 }

@@ -229,8 +229,11 @@ void pump_free(struct pump *pump);
 void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes);
 
 /* Worker thread: reads exactly LEN bytes of FD at OFFSET into BUF, across
- * short reads and EINTR. Returns 0, a negative errno, or -EIO when the file
- * ends first (it shrank under us: a promised length would be a lie). */
+ * short reads and EINTR, PUMP_READ_STEP at a time, giving the CPU way
+ * between steps (gateway_give_way: a 16 MiB piece copies for milliseconds).
+ * Returns 0, a negative errno, or -EIO when the file ends first (it shrank
+ * under us: a promised length would be a lie). */
+#define PUMP_READ_STEP ((size_t)256 << 10)
 int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset);
 
 /* A source that reads [OFFSET, OFFSET+LEN) of FD, closing FD after the last

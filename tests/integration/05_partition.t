@@ -96,6 +96,13 @@ def check_partition(root, digests, partition):
         is_((after["submitted"] - before["submitted"], after["completed"] - before["completed"]),
             (want, want), "--partition %s: exactly %d read jobs for the two downloads"
             % (partition, want))
+        if partition == "whole":
+            # 16 MiB in one job is read 256 KiB at a time (PUMP_READ_STEP), the
+            # CPU given way between steps once the job has run 50 us of CPU.
+            ok(after["gave_way"] > 0, "--partition whole: the 16 MiB reads gave the CPU way "
+               "between steps (%d times)" % after["gave_way"])
+        elif partition == "4k":
+            is_(after["gave_way"], 0, "--partition 4k: one step per read, never gives way")
 
 
 def wmem_max():

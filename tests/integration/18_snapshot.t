@@ -123,6 +123,7 @@ RULES = [
     ("jobs.*.cancelled", lambda c: num("unclog_jobs_cancelled_total", **{"class": c})),
     ("jobs.*.in_flight", lambda c: num("unclog_jobs_in_flight", **{"class": c})),
     ("jobs.*.cost_bytes", lambda c: num("unclog_job_cost_bytes_total", **{"class": c})),
+    ("jobs.*.gave_way", lambda c: num("unclog_jobs_gave_way_total", **{"class": c})),
     ("jobs.*.queued_us_total",
      lambda c: num("unclog_job_queue_wait_seconds_sum", US, **{"class": c})),
     ("jobs.*.queued_us_max",
