@@ -528,11 +528,9 @@ static void turns_on_idle(uv_idle_t *idle)
         ct->policy.counters.turns++;
     struct turns_item *item;
     while ((item = turns_next_waiting(&ct->policy)) != NULL) {
-        struct conn *c = container_of(item, struct conn, turn);
-        if (c->in_len > 0 && parsing(c))
-            run_turn(c, ct);
-        else
-            parse_input(c); /* its state moved on meanwhile: it only reads on */
+        /* Its state may have moved on meanwhile (a timeout): then it only
+         * reads on. */
+        run_turn(container_of(item, struct conn, turn), ct);
     }
     if (ct->policy.waiting == 0)
         uv_idle_stop(&ct->idle);
