@@ -12,7 +12,9 @@
  *
  * Responses are parsed with llhttp, the server's own parser, in strict mode.
  *
- * Output: one JSON line of counts and percentiles on stdout; with --csv, one
+ * Output: one JSON line of counts and percentiles on stdout, and the body
+ * bytes that came within the schedule's --duration as mb_s (a paced download:
+ * what the client got of the rate it asked for); with --csv, one
  * row per scheduled request (scheduled time, latency, outcome, status).
  * With --every S, also a JSON line every S seconds, as it goes, of the
  * requests that ended in that window (by the time they ended).
@@ -126,6 +128,7 @@ struct probe {
     long opened;
     bool stopping;
     uint64_t bytes;                       /* response body bytes, all run */
+    uint64_t bytes_in_time;               /* of those, the ones that came before end_ns */
     long flood_ok, flood_errors, refused; /* refused: 503 answers */
     long server_closed;                   /* connections the server ended */
     long file_next;                       /* --files: the next number */
@@ -318,6 +321,9 @@ static int on_body(llhttp_t *parser, const char *at, size_t len)
     (void)at;
     c->probe->bytes += len;
     c->probe->win_bytes += len;
+    if (uv_hrtime() < c->probe->end_ns) {
+        c->probe->bytes_in_time += len;
+    }
     return 0;
 }
 
@@ -831,12 +837,13 @@ static int report(const struct probe *p)
            "\"conns_opened\":%ld,"
            "\"mean_ms\":%.3f,\"p50_ms\":%.3f,\"p90_ms\":%.3f,\"p99_ms\":%.3f,\"p999_ms\":%.3f,"
            "\"max_ms\":%.3f,\"send_lag_mean_ms\":%.3f,\"send_lag_max_ms\":%.3f,"
-           "\"start_s\":%.6f}\n",
+           "\"start_s\":%.6f,\"bytes_in_time\":%" PRIu64 ",\"mb_s\":%.1f}\n",
            p->opt.mode == MODE_GZIP ? "gzip" : "get", p->opt.path, p->opt.rate, p->opt.duration,
            p->total, ok, errors, timeouts, p->refused, p->opened, n > 0 ? sum / (double)n : 0.0,
            pct_ms(lat, n, 50), pct_ms(lat, n, 90), pct_ms(lat, n, 99), pct_ms(lat, n, 99.9),
            n > 0 ? (double)lat[n - 1] / NS_PER_MS : 0.0, n > 0 ? lag_sum / (double)n : 0.0, lag_max,
-           (double)p->start_ns / NS_PER_SEC);
+           (double)p->start_ns / NS_PER_SEC, p->bytes_in_time,
+           (double)p->bytes_in_time / p->opt.duration / 1e6);
     free(lat);
     if (p->opt.csv != NULL) {
         return write_csv(p);

@@ -2,10 +2,10 @@
 # attack (MODE-attacks.dat: one block per attack, gnuplot's index; columns
 # "label" alone attacked). A line joins each server's two points: the longer
 # the line, the more the other client's attack costs the victim. The p99
-# panels are log scale (milliseconds to seconds); the bulk panel is MB/s.
-# Parameters: out, dat, titles (one quoted title per block), bulk (the bulk
-# block's number, from 1).
-height = 900
+# panels are log scale (milliseconds to seconds); the bulk panels are MB/s.
+# Parameters: out, dat, titles (one quoted title per block), bulk (the
+# numbers of the blocks in MB/s, from 1, separated by spaces).
+height = 450 * ((words(titles) + 1) / 2)
 load "common.gp"
 set multiplot layout (words(titles) + 1) / 2, 2 title "The victim alone and while another client attacks"
 set xtics rotate by -30 font ",11"
@@ -13,7 +13,7 @@ set offsets 0.5, 0.5, 0, 0
 set key outside bottom center horizontal font ",11"
 do for [i=1:words(titles)] {
     set title word(titles, i)
-    if (i == bulk + 0) {
+    if (strstrt(" " . bulk . " ", sprintf(" %d ", i)) > 0) {
         unset logscale y
         set yrange [0:*]
         set ylabel "victim MB/s"

@@ -21,11 +21,16 @@ ATTACKER, VICTIM = "127.0.0.1", "127.0.0.2"
 VICTIM_RATE = 100  # the victim's GETs per second
 VICTIM_GET = "/96k.bin"  # larger than the small-file cache takes (64k)
 HOG = 4500  # more than unclog's max_connections (4096) from one address
+PACE = 32  # the paced victim's 16 MiB GETs per second: 537 MB/s, under half of what the
+# server moves under the bulk attack (about 2 GB/s here), above a tenth of it
+
+
+BULK = ("--flood", "10", "--get", "/flood/16m-0*.bin", "--files", str(len(FLOOD)))
 
 
 @dataclasses.dataclass(frozen=True)
 class Attack:
-    name: str  # the key in the CSV: hog, files, gzip, bulk
+    name: str  # the key in the CSV: hog, files, gzip, bulk, paced
     short: str  # the plot's panel title
     title: str  # the table's words for the attack
     attacker: tuple  # build/probe's arguments
@@ -45,8 +50,11 @@ ATTACKS = (
            ("--flood", "32", "--gzip", "--body-size", "65536"), "get", 1.0, gzip=True),
     Attack("bulk", "bulk (16 MiB)",
            f"bulk: 10 connections looping over the {len(FLOOD)} 16 MiB flood files",
-           ("--flood", "10", "--get", "/flood/16m-0*.bin", "--files", str(len(FLOOD))),
-           "bulk", 1.0),
+           BULK, "bulk", 1.0),
+    # issue 17's case for bulk: a victim whose demand is below half the server's throughput
+    Attack("paced", "bulk, paced victim",
+           "bulk, the victim's demand bounded: the same 10 connections looping 16 MiB",
+           BULK, "paced", 1.0),
 )
 
 # The victim's probe per kind, and what the table reports of it.
@@ -57,6 +65,9 @@ VICTIMS = {
             f"GET 96 KiB at {VICTIM_RATE}/s, keep-alive: p99 ms"),
     "bulk": (("--flood", "1", "--get", "/16m.bin"),
              "its own 16 MiB downloads on one connection, back to back: MB/s"),
+    "paced": (("--get", "/16m.bin", "--rate", str(PACE), "--max-conns", "1"),
+              f"its own 16 MiB downloads at {PACE}/s ({PACE * 16.777216:.0f} MB/s) on one "
+              "connection: MB/s that came in time"),
 }
 
 ATTACK_FIELDS = ["label", "kind", "round", "attack", "phase",
@@ -82,7 +93,8 @@ def victim_row(res, kind):
         return dict(victim_scheduled="", victim_ok=res["requests"],
                     victim_failed=res["errors"], victim_refused=res["refused"],
                     victim_mb_s=res["mb_s"])
-    return dict(victim_scheduled=res["scheduled"], victim_ok=res["ok"],
+    mb_s = dict(victim_mb_s=res["mb_s"]) if kind == "paced" else {}
+    return dict(**mb_s, victim_scheduled=res["scheduled"], victim_ok=res["ok"],
                 victim_failed=res["errors"] + res["timeouts"], victim_refused=res["refused"],
                 victim_p50_ms=res["p50_ms"], victim_p99_ms=res["p99_ms"],
                 victim_max_ms=res["max_ms"], victim_lag_max_ms=res["send_lag_max_ms"])

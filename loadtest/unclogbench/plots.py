@@ -6,7 +6,7 @@ import shutil
 import subprocess
 
 from . import PLOTS, MiB
-from .report import attack_summary, clog_summary, total
+from .report import MB_S_VICTIMS, attack_summary, clog_summary, total
 from .servers import unclog
 
 SWEEP_COLUMNS = ["x", "alone_get_p99", "warm_get_p99", "warm_gzip_p99", "cold_get_p99",
@@ -118,7 +118,7 @@ def write_attacks(path, rows, attacks, figures):
     configs = list(dict.fromkeys(r["config"] for r in rows))
     with open(path, "w") as f:
         for attack in attacks:
-            bulk = attack.victim == "bulk"
+            bulk = attack.victim in MB_S_VICTIMS
             key = "victim_mb_s" if bulk else "victim_p99_ms"
             f.write(f"# {attack.name}: config, victim {key} alone, attacked\n")
             for c in configs:
@@ -149,6 +149,6 @@ def plot_attacks(mode, out, rows, attacks, figures, warnings):
     dat = f"{mode}-attacks.dat"
     write_attacks(os.path.join(out, dat), rows, attacks, figures)
     titles = " ".join(f'"{a.short}"' for a in attacks)
-    bulk = [i + 1 for i, a in enumerate(attacks) if a.victim == "bulk"]  # panels in MB/s
+    bulk = [str(i + 1) for i, a in enumerate(attacks) if a.victim in MB_S_VICTIMS]
     return gnuplot(out, "attacks.gp", f"{mode}-attacks.svg", warnings, dat=dat,
-                   titles=titles, bulk=str(bulk[0] if bulk else 0))
+                   titles=titles, bulk=" ".join(bulk))  # the panels in MB/s

@@ -167,13 +167,16 @@ def total(sel, key):
     return sum(int(float(r[key])) for r in sel if r.get(key) not in (None, ""))
 
 
+MB_S_VICTIMS = ("bulk", "paced")  # scenario 4's victims judged by the MB/s they keep
+
+
 def failed_cell(m, bulk):
     """The victim's failures summed over rounds: "0/300", "300/300 (300 × 503)"."""
     if m is None:
         return "–"
     sel = m["rows"]
     failed, refused = total(sel, "victim_failed"), total(sel, "victim_refused")
-    of = "" if bulk else f"/{total(sel, 'victim_scheduled')}"
+    of = f"/{total(sel, 'victim_scheduled')}" if sel[0].get("victim_scheduled") else ""
     return f"{failed}{of}" + (f" ({refused} × 503)" if refused else "")
 
 
@@ -188,7 +191,7 @@ def victim_value(m, bulk):
 def attacker_cell(m, attack):
     if m is None or m["attacker_req_s"] is None:
         return "–"
-    if attack.victim == "bulk":
+    if attack.victim in MB_S_VICTIMS:
         return f"{m['attacker_mb_s']:,.0f} MB/s"
     cell = f"{m['attacker_req_s']:,.0f} req/s"
     if attack.name == "hog":
@@ -198,7 +201,7 @@ def attacker_cell(m, attack):
 
 
 def attacker_rate(m, attack):
-    key = "attacker_mb_s" if attack.victim == "bulk" else "attacker_req_s"
+    key = "attacker_mb_s" if attack.victim in MB_S_VICTIMS else "attacker_req_s"
     return m and m[key]
 
 
@@ -209,7 +212,7 @@ def attack_table(rows, attacks, victims, figures):
     for attack in attacks:
         if not any(name == attack.name for _, name, _ in s):
             continue  # left out with --attacks
-        bulk = attack.victim == "bulk"
+        bulk = attack.victim in MB_S_VICTIMS
         base = fifo and attacker_rate(s.get((fifo[0], attack.name, "attacked")), attack)
         for i, config in enumerate(configs):
             alone, under = (s.get((config, attack.name, ph)) for ph in ("alone", "attacked"))
@@ -243,7 +246,8 @@ def attacks_section(rows, attacks, victims, figures, rounds, seconds, plots):
              f"{rounds} round(s). Latency runs from the scheduled send time; a request that "
              "failed (503, reset, refused connection, timeout) is counted in the failed "
              "column (summed over rounds), not in the p99. attacked ÷ alone is the victim's "
-             "p99 inflation, or for bulk the share of its MB/s it keeps; attacker ÷ fifo is "
+             "p99 inflation, or for bulk the share of its MB/s it keeps (the paced victim: "
+             "of the MB/s it asks for, counting only bytes that came within its schedule); attacker ÷ fifo is "
              "the attacker's rate against its rate on the `unclog 64k +cache` row "
              "(scheduler fifo, the seed's queue). `unclog auto fair +cache` is the default "
              "configuration (access log off). The peers run with their own defaults "
