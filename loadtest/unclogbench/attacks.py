@@ -1,4 +1,4 @@
-"""Scenario 4: the four attacks between clients (issue 17), unclog and the peers.
+"""Scenario 4: the five attacks between clients (issue 17), unclog and the peers.
 
 One address attacks (127.0.0.1), another is the victim (127.0.0.2, build/probe
 --from); both connect to 127.0.0.1. Each attack gets a fresh server: first the
@@ -137,7 +137,7 @@ def brief(row):
 
 
 def run_attacks(session):
-    """Every configuration, round after round: the four attacks, each on a fresh server."""
+    """Every configuration, round after round: the attacks, each on a fresh server."""
     make_small_fixtures()
     rows = []
 
