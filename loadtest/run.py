@@ -52,7 +52,10 @@ def parse_args():
                     help="nice value for everything started (default -10 as root, else 0)")
     ap.add_argument("--replot", action="store_true",
                     help="redraw the plots from the results directory's MODE-clog.csv")
-    return ap.parse_args()
+    args = ap.parse_args()
+    if args.out:
+        args.out = os.path.abspath(args.out)  # the servers run in directories of their own
+    return args
 
 
 def mode_settings(args):
