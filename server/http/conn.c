@@ -96,9 +96,23 @@ static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf);
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void close_conn(struct conn *c, bool reset);
 
-/* Starts or stops reading to match the state and the buffer. */
+/* Whether C may close for another client's newcomer (clients.h): it has
+ * no request under way nor any waiting in its buffer, kept alive between
+ * requests, or opened and silent for CONN_SILENT_MS. Not sooner: a request
+ * may be in the socket of a connection just accepted, not yet read, and
+ * closing it would lose that request. */
+static bool may_give_way(const struct conn *c)
+{
+    return (c->state == CONN_IDLE || (c->state == CONN_NEW && c->silent)) && c->in_len == 0;
+}
+
+/* Starts or stops reading to match the state and the buffer, and lists C
+ * among its client's idle connections or not. */
 static void follow_input(struct conn *c)
 {
+    bool idle = may_give_way(c);
+    if (idle != c->client.idle)
+        clients_set_idle(c->env->clients, &c->client, idle);
     bool want = wants_input(c);
     if (want == c->reading)
         return;
@@ -171,8 +185,11 @@ static void arm_state(struct conn *c, enum conn_state from)
         c->sent_queue = 0;
         c->sent_pumped = c->pump.sent;
     }
+    /* A new connection's first wake-up makes it silent (may_give_way). */
+    unsigned first =
+        c->state == CONN_NEW && timeout_ms > CONN_SILENT_MS ? CONN_SILENT_MS : timeout_ms;
     /* A resume that is due keeps its turn at once; the deadline holds. */
-    arm_timer(c, c->resume_due ? 0 : sending(c) ? send_check_ms(c) : timeout_ms);
+    arm_timer(c, c->resume_due ? 0 : sending(c) ? send_check_ms(c) : first);
 }
 
 /* The one place the state changes: checks the move against the table, arms
@@ -183,9 +200,6 @@ static void enter(struct conn *c, enum conn_state state)
     if ((next_states[from] & TO(state)) == 0)
         abort(); /* a move the table does not have: a bug */
     c->state = state;
-    /* Idle keep-alive connections are the first to give way (clients.h). */
-    if (from == CONN_IDLE || state == CONN_IDLE)
-        clients_set_idle(c->env->clients, &c->client, state == CONN_IDLE);
     arm_state(c, from);
     follow_input(c);
 }
@@ -317,6 +331,9 @@ static void conn_on_timer(uv_timer_t *timer)
         resume(c);
         if (c->state >= CONN_CLOSING)
             return;
+    } else if (c->state == CONN_NEW && !c->silent) {
+        c->silent = true; /* woken at CONN_SILENT_MS, no byte yet */
+        follow_input(c);
     }
     uint64_t now = uv_now(c->env->loop);
     if (sending(c) && send_progressed(c))
@@ -358,6 +375,8 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
         c->deadline = uv_now(c->env->loop) + conn__cfg(c)->body_timeout;
     c->in_off = 0;
     c->in_len = (size_t)nread;
+    if (c->client.idle)
+        clients_set_idle(c->env->clients, &c->client, false); /* a request came */
     resume(c);
 }
 
