@@ -207,8 +207,8 @@ static const struct snap_def top_conns_def = {
 static const struct snap_def top_idle_def = {
     .key = "idle",
     .metric = "unclog_top_client_idle_connections",
-    .help = "Of those, the idle ones: no request under way, kept alive between requests or "
-            "opened and silent for a second (the first to close under pressure).",
+    .help = "Of those, the idle ones: kept alive between requests, or waiting for a request "
+            "head that is late (the first to close under pressure).",
     .merge = SNAP_OWN};
 static const struct snap_def top_refused_def = {
     .key = "refused",

@@ -7,8 +7,8 @@
  * number of buckets (CLIENTS_BUCKETS, by id: clients whose ids collide
  * share one, as the scheduler's flows do), so a million addresses cannot
  * grow it. Each bucket lists its idle connections, oldest first: those
- * with no request under way, kept alive between requests or opened and
- * silent for CONN_SILENT_MS (the connection decides, conn.c).
+ * kept alive between requests, or whose request head is late, silent or
+ * slow (the connection decides, conn.c).
  *
  * At max_connections the client holding the most gives way
  * (clients_make_room): an idle connection of the client that holds the
@@ -103,9 +103,8 @@ void clients_join(struct clients *t, struct client_link *l, uint64_t id,
 /* L's connection is gone (idle or not). */
 void clients_leave(struct clients *t, struct client_link *l);
 
-/* L's connection became idle (no request under way nor waiting: kept
- * alive between requests, or opened and silent a while), or busy or
- * closing. */
+/* L's connection became idle (kept alive between requests, or its request
+ * head late), or busy or closing. */
 void clients_set_idle(struct clients *t, struct client_link *l, bool idle);
 
 /* max_connections are open and a connection of client ID arrives. Looks

@@ -96,14 +96,15 @@ static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf);
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void close_conn(struct conn *c, bool reset);
 
-/* Whether C may close for another client's newcomer (clients.h): it has
- * no request under way nor any waiting in its buffer, kept alive between
- * requests, or opened and silent for CONN_SILENT_MS. Not sooner: a request
- * may be in the socket of a connection just accepted, not yet read, and
- * closing it would lose that request. */
+/* Whether C may close for another client's newcomer (clients.h): kept
+ * alive between requests, or waiting for a request head that is late
+ * (silent, or slow to come: a tenth of header_timeout), and no input waits
+ * unparsed in its buffer. Not sooner: a request may be in the socket of a
+ * connection just accepted, not yet read, and closing it would lose it. */
 static bool may_give_way(const struct conn *c)
 {
-    return (c->state == CONN_IDLE || (c->state == CONN_NEW && c->silent)) && c->in_len == 0;
+    bool head = c->state == CONN_NEW || c->state == CONN_HEAD;
+    return (c->state == CONN_IDLE || (head && c->head_late)) && c->in_len == 0;
 }
 
 /* Starts or stops reading to match the state and the buffer, and lists C
@@ -185,9 +186,9 @@ static void arm_state(struct conn *c, enum conn_state from)
         c->sent_queue = 0;
         c->sent_pumped = c->pump.sent;
     }
-    /* A new connection's first wake-up makes it silent (may_give_way). */
-    unsigned first =
-        c->state == CONN_NEW && timeout_ms > CONN_SILENT_MS ? CONN_SILENT_MS : timeout_ms;
+    /* A head's first wake-up comes early: it makes the head late. */
+    bool head = c->state == CONN_NEW || c->state == CONN_HEAD;
+    unsigned first = head ? timeout_ms / CONN_LATE_PART + 1 : timeout_ms;
     /* A resume that is due keeps its turn at once; the deadline holds. */
     arm_timer(c, c->resume_due ? 0 : sending(c) ? send_check_ms(c) : first);
 }
@@ -200,6 +201,8 @@ static void enter(struct conn *c, enum conn_state state)
     if ((next_states[from] & TO(state)) == 0)
         abort(); /* a move the table does not have: a bug */
     c->state = state;
+    if (state == CONN_IDLE)
+        c->head_late = false; /* the next request's head is due anew */
     arm_state(c, from);
     follow_input(c);
 }
@@ -331,8 +334,8 @@ static void conn_on_timer(uv_timer_t *timer)
         resume(c);
         if (c->state >= CONN_CLOSING)
             return;
-    } else if (c->state == CONN_NEW && !c->silent) {
-        c->silent = true; /* woken at CONN_SILENT_MS, no byte yet */
+    } else if ((c->state == CONN_NEW || c->state == CONN_HEAD) && !c->head_late) {
+        c->head_late = true; /* woken early in arm_state */
         follow_input(c);
     }
     uint64_t now = uv_now(c->env->loop);

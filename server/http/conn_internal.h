@@ -30,9 +30,10 @@
 #define HEAD_MAX   2048        /* our response head */
 /* After an error answer, how long input is drained before the close. */
 #define LINGER_MS 2000
-/* How long a new connection may stay silent before it counts as idle, one
- * that may close for another client's newcomer at max_connections. */
-#define CONN_SILENT_MS 1000
+/* A connection that has waited this part of header_timeout for a request
+ * head (silent, or sending it slowly) counts as idle, one that may close
+ * for another client's newcomer at max_connections (clients.h). */
+#define CONN_LATE_PART 10
 
 /* What a connection is doing: one state, changed only by conn.c's enter(),
  * which arms the state's timer and starts or stops reading to match.
@@ -52,8 +53,9 @@
  *
  * NEW -> HEAD keeps the accept's deadline: a connection's first head is due
  * header_timeout after the accept, a later one after its first byte. NEW's
- * timer also wakes once after CONN_SILENT_MS: from then on, until a byte
- * comes, the connection is idle to its client's count (as IDLE is).
+ * and HEAD's timer also wakes once a tenth of the way (CONN_LATE_PART): from
+ * then on the head is late, and the connection idle to its client's count
+ * (as IDLE is) while nothing waits unparsed in its buffer.
  * SEND*: a refusal of input that never made a request head.
  * "reads" holds only while no input waits unparsed in the buffer.
  * The order counts: the states up to STREAM_OPEN take input, STREAM_OPEN to
@@ -137,9 +139,9 @@ struct conn {
     /* Not state: a window opened on buffered input inside a pump callback,
      * where llhttp cannot be re-entered; the timer resumes parsing at once. */
     bool resume_due;
-    /* CONN_NEW: no byte came in CONN_SILENT_MS since the accept, so it may
-     * give way to another client's newcomer (clients.h) as an idle one. */
-    bool silent;
+    /* NEW, HEAD: the request head is late (CONN_LATE_PART), so the
+     * connection may give way to another client's newcomer as an idle one. */
+    bool head_late;
 
     /* response */
     struct buf head_out; /* over head[] */
