@@ -27,7 +27,8 @@
  * --hog N holds N keep-alive connections and sends one GET on each every
  * --hog-interval seconds; a connection the server closes is opened again at
  * its next send: a client that takes connections rather than bandwidth (not
- * a connect flood).
+ * a connect flood). With --hog-silent it never sends, and opens a slot the
+ * server closed again at once: it holds connections and asks nothing.
  *
  * For the attacks between clients: --from binds every connection to a
  * source address in 127/8, so that the server sees distinct clients;
@@ -68,6 +69,7 @@ struct options {
     int flood;           /* MODE_FLOOD: connections */
     int hog;             /* MODE_HOG: connections held */
     double hog_interval; /* MODE_HOG: seconds between one connection's requests */
+    bool hog_silent;     /* MODE_HOG: never send; reopen what closes at once */
     bool post;           /* POST /gzip (--gzip), in any mode */
     bool close;          /* Connection: close on every request */
     long files;          /* > 0: the path's '*' is 0 .. files-1 in turn */
@@ -152,7 +154,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: probe --port N [--get PATH | --gzip] [options]\n"
             "       probe --port N --flood CONNS [--get PATH | --gzip] [--duration S] [--every S]\n"
-            "       probe --port N --hog CONNS --get PATH [--hog-interval S] [--duration S]\n"
+            "       probe --port N --hog CONNS --get PATH [--hog-interval S | --hog-silent] "
+            "[--duration S]\n"
             "  --rate R         requests per second (default 200)\n"
             "  --duration S     seconds of sending (default 10)\n"
             "  --timeout S      give up on a request S seconds after its schedule (default 10)\n"
@@ -164,6 +167,7 @@ static void usage(FILE *out)
             "  --flood CONNS    no schedule: CONNS connections GET PATH back to back\n"
             "  --hog CONNS      hold CONNS connections, one GET on each every --hog-interval\n"
             "  --hog-interval S seconds between a held connection's requests (default 3)\n"
+            "  --hog-silent     hold them without a request; reopen what closes at once\n"
             "  --from ADDR      bind connections to this source address (127.x.y.z)\n"
             "  --files K        the path's '*' becomes 0 .. K-1 in turn: K distinct files\n"
             "  --close          Connection: close on each request (a new connection each)\n");
@@ -243,7 +247,8 @@ static void conn_on_close(uv_handle_t *handle)
     struct probe *p = c->probe;
     p->slots[c->slot] = NULL;
     if (p->opt.mode == MODE_HOG) {
-        p->reopen_ns[c->slot] = uv_hrtime() + (uint64_t)(p->opt.hog_interval * NS_PER_SEC);
+        p->reopen_ns[c->slot] =
+            uv_hrtime() + (p->opt.hog_silent ? 0 : (uint64_t)(p->opt.hog_interval * NS_PER_SEC));
     }
     free(c);
 }
@@ -679,7 +684,7 @@ static void hog_tick(struct probe *p)
             }
             continue;
         }
-        if (c != NULL && c->connected && !c->closing && c->req < 0 && now >= c->next_ns) {
+        if (!p->opt.hog_silent && c->connected && !c->closing && c->req < 0 && now >= c->next_ns) {
             c->next_ns = now + interval;
             conn_send(c, 0);
         }
@@ -950,6 +955,9 @@ static int parse_args(int argc, char **argv, struct options *o)
             takes_value = false;
         } else if (strcmp(a, "--close") == 0) {
             o->close = true;
+            takes_value = false;
+        } else if (strcmp(a, "--hog-silent") == 0) {
+            o->hog_silent = true;
             takes_value = false;
         } else if (v == NULL) {
             ok = false;

@@ -1,4 +1,4 @@
-"""Scenario 4: the five attacks between clients (issue 17), unclog and the peers.
+"""Scenario 4: the six attacks between clients (issue 17), unclog and the peers.
 
 One address attacks (127.0.0.1), another is the victim (127.0.0.2, build/probe
 --from); both connect to 127.0.0.1. Each attack gets a fresh server: first the
@@ -30,7 +30,7 @@ BULK = ("--flood", "10", "--get", "/flood/16m-0*.bin", "--files", str(len(FLOOD)
 
 @dataclasses.dataclass(frozen=True)
 class Attack:
-    name: str  # the key in the CSV: hog, files, gzip, bulk, paced
+    name: str  # the key in the CSV: hog, silent, files, gzip, bulk, paced
     short: str  # the plot's panel title
     title: str  # the table's words for the attack
     attacker: tuple  # build/probe's arguments
@@ -43,6 +43,12 @@ ATTACKS = (
     Attack("hog", "connection hog",
            f"connection hog: {HOG:,} keep-alive connections, one GET /1k.bin on each every 3 s",
            ("--hog", str(HOG), "--hog-interval", "3", "--get", "/1k.bin"), "get-close", 2.0),
+    # a client that only connects: no request, so nothing to answer, and each
+    # connection the server closes is opened again at once
+    Attack("silent", "silent hog",
+           f"silent hog: {HOG:,} connections that never send a byte, each reopened as soon "
+           "as it closes", ("--hog", str(HOG), "--hog-silent", "--get", "/1k.bin"),
+           "get-close", 2.0),
     Attack("files", "small-file flood",
            f"small-file flood: 64 connections over {SMALL_FILES:,} distinct 8 KiB files",
            ("--flood", "64", "--get", SMALL, "--files", str(SMALL_FILES)), "get", 1.0),
@@ -155,7 +161,8 @@ def run_attacks(session):
                     session.warnings.add(
                         f"{server.label} {attack.name} round {r}: CPU pressure {pct:.0f}% "
                         "with the victim alone: other work on this machine; expect noise")
-            if row.get("attacker_errors") and attack.name != "hog":  # a hog expects 503s
+            hog = attack.name in ("hog", "silent")  # hogs expect 503s
+            if row.get("attacker_errors") and not hog:
                 session.warnings.add(f"{server.label} {attack.name} round {r}: the attacker "
                                      f"had {row['attacker_errors']} failed requests")
             rows.append(row)
