@@ -89,6 +89,7 @@ void clients_join(struct clients *t, struct client_link *l, uint64_t id,
     if (t->conns[b]++ == 0)
         cb->refused = cb->evicted = 0; /* a new holder: its own counts */
     cb->addr = *addr;
+    t->giver_valid = false;
 }
 
 void clients_set_idle(struct clients *t, struct client_link *l, bool idle)
@@ -97,6 +98,7 @@ void clients_set_idle(struct clients *t, struct client_link *l, bool idle)
     if (idle == l->idle)
         return;
     l->idle = idle;
+    t->giver_valid = false;
     if (idle) {
         l->prev = cb->newest;
         l->next = NULL;
@@ -115,6 +117,7 @@ void clients_leave(struct clients *t, struct client_link *l)
 {
     clients_set_idle(t, l, false);
     t->conns[l->bucket]--;
+    t->giver_valid = false;
 }
 
 unsigned clients_held(const struct clients *t, uint64_t id)
@@ -124,8 +127,12 @@ unsigned clients_held(const struct clients *t, uint64_t id)
 
 /* The most connections any bucket holds, and the bucket holding the most
  * among those with an idle connection (-1: none has one). */
-static long giver(const struct clients *t, uint32_t *most)
+static long giver(struct clients *t, uint32_t *most)
 {
+    if (t->giver_valid) {
+        *most = t->giver_most;
+        return t->giver_bucket;
+    }
     uint32_t top = 0, with_idle = 0;
     long found = -1;
     for (uint32_t b = 0; b < CLIENTS_BUCKETS; b++) {
@@ -137,8 +144,9 @@ static long giver(const struct clients *t, uint32_t *most)
             found = b;
         }
     }
-    *most = top;
-    return found;
+    *most = t->giver_most = top;
+    t->giver_valid = true;
+    return t->giver_bucket = found;
 }
 
 /* Takes the longest idle connection of bucket B out of its list. */

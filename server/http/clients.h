@@ -93,6 +93,12 @@ struct clients {
     uint64_t refused[CLIENTS_REFUSALS];
     uint64_t evicted[CLIENTS_EVICTIONS];
     struct client_usage usage[CLIENTS_BUCKETS]; /* pool time and bytes, last second */
+    /* Who gives way, as the last pass over the counts found it, while no
+     * count and no idle list has changed since: a connect flood refused at
+     * the limit pays for one pass, not one each. */
+    bool giver_valid;
+    uint32_t giver_most; /* the most connections any bucket holds */
+    long giver_bucket;   /* the bucket holding the most among those with an idle one, or -1 */
 };
 
 /* Counts the connection L of client ID (at ADDR, shown by clients_stats)
@@ -116,7 +122,8 @@ void clients_set_idle(struct clients *t, struct client_link *l, bool idle);
  * counted and its reason in *WHY: TOP_CLIENT when client ID holds at least
  * one connection and no fewer than the top less one, else FULL. Costs one
  * pass over the bucket counts (CLIENTS_BUCKETS of them, 16 KiB), and only
- * at the limit; the idle connection is the head of a list. */
+ * at the limit and after a count or an idle list changed; the idle
+ * connection is the head of a list. */
 struct client_link *clients_make_room(struct clients *t, uint64_t id, enum clients_refusal *why);
 
 /* accept() ran out of fds: returns the longest idle connection of the

@@ -185,6 +185,27 @@ static void test_make_room(void)
     ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
        "A's newcomer: top_client");
 
+    /* Refusals change nothing, and what the pass found holds until a count
+     * or an idle list does. */
+    reset();
+    for (int i = 0; i < 3; i++)
+        join(&table, id[0], false);
+    join(&table, id[1], false);
+    for (int i = 0; i < 3; i++)
+        ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+           "A (3, all busy) is refused as top_client, again and again");
+    struct client_link *b1 = join(&table, id[1], false);
+    for (int i = 0; i < 3; i++)
+        join(&table, id[1], false);
+    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_FULL,
+       "B joined to 5: A (3) is no longer about the top, refused as full");
+    clients_set_idle(&table, b1, true);
+    ok(clients_make_room(&table, id[2], &why) == b1,
+       "one of B's connections went idle: it gives way for C");
+    clients_leave(&table, b1);
+    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "B left to 4: A's newcomer is top_client again");
+
     /* Everyone holds one: nobody gives, and a newcomer is not the top. */
     reset();
     for (int i = 0; i < 3; i++)
