@@ -2,10 +2,13 @@
  * probe: a constant-rate HTTP latency probe for unclog's load tests.
  *
  * Requests are scheduled at fixed intervals (--rate per second) for a bounded
- * --duration. Each latency runs from the request's *scheduled* send time to the
- * last byte of its response, so time spent waiting for a free connection or
- * behind a clogged server is counted, never hidden (no coordinated omission).
- * A request goes out on an idle keep-alive connection, or on a new one up to
+ * --duration, after --warmup seconds of the same, sent and not counted: a
+ * new probe process's first few hundred milliseconds are slow here, whatever
+ * the server (its first requests took 3-8 ms against a 15-line Python
+ * server that answers the rest in 0.5). Each latency runs from the request's *scheduled* send time
+ * to the last byte of its response, so time spent waiting for a free connection or behind a clogged
+ * server is counted, never hidden (no coordinated omission). A request goes out on an idle
+ * keep-alive connection, or on a new one up to
  * --max-conns, so one stuck response does not hold back the next send.
  *
  * Only 127.0.0.1 is reachable: this is a load-test tool, not a client.
@@ -60,6 +63,7 @@ struct options {
     const char *path;
     double rate;     /* requests per second */
     double duration; /* seconds of sending */
+    double warmup;   /* seconds of sending at the rate before the measured ones */
     double timeout;  /* seconds from scheduled send to giving up */
     int conns;       /* connections opened up front */
     int max_conns;   /* upper bound when all are busy */
@@ -116,7 +120,9 @@ struct probe {
     uv_thread_t clock;
     uv_buf_t request; /* the one request every send writes; lives until exit */
     uint64_t start_ns, interval_ns, timeout_ns;
-    uint64_t end_ns, stop_ns; /* a flood's end; when the run stopped */
+    uint64_t end_ns, stop_ns; /* a flood's end, or the schedule's; when the run stopped */
+    long warm;                /* requests of the warm-up, first in the schedule, not counted */
+    uint64_t measure_ns;      /* when the measured schedule starts: sched_ns(warm) */
     long total;               /* requests scheduled in all */
     long next;                /* next request to send */
     long done;                /* requests with an outcome */
@@ -130,7 +136,7 @@ struct probe {
     long opened;
     bool stopping;
     uint64_t bytes;                       /* response body bytes, all run */
-    uint64_t bytes_in_time;               /* of those, the ones that came before end_ns */
+    uint64_t bytes_in_time;               /* of those, the ones from measure_ns to end_ns */
     long flood_ok, flood_errors, refused; /* refused: 503 answers */
     long server_closed;                   /* connections the server ended */
     long file_next;                       /* --files: the next number */
@@ -158,6 +164,7 @@ static void usage(FILE *out)
             "[--duration S]\n"
             "  --rate R         requests per second (default 200)\n"
             "  --duration S     seconds of sending (default 10)\n"
+            "  --warmup S       first send S seconds at the rate, not counted (default 0)\n"
             "  --timeout S      give up on a request S seconds after its schedule (default 10)\n"
             "  --conns N        connections opened up front (default 4)\n"
             "  --max-conns N    connections at most, opened when all are busy (default 64)\n"
@@ -200,8 +207,8 @@ static void window_add(struct probe *p, enum outcome outcome, uint64_t latency_n
 
 static void record(struct probe *p, long req, enum outcome outcome, int status)
 {
-    p->refused += status == 503;
     if (p->opt.mode == MODE_FLOOD || p->opt.mode == MODE_HOG) {
+        p->refused += status == 503;
         p->flood_ok += outcome == OUTCOME_OK;
         p->flood_errors += outcome != OUTCOME_OK;
         window_add(p, outcome, 0);
@@ -217,6 +224,10 @@ static void record(struct probe *p, long req, enum outcome outcome, int status)
     s->outcome = outcome;
     s->status = status;
     p->done++;
+    if (req < p->warm) {
+        return; /* warming up: not counted */
+    }
+    p->refused += status == 503;
     window_add(p, outcome, s->latency_ns);
 }
 
@@ -326,7 +337,8 @@ static int on_body(llhttp_t *parser, const char *at, size_t len)
     (void)at;
     c->probe->bytes += len;
     c->probe->win_bytes += len;
-    if (uv_hrtime() < c->probe->end_ns) {
+    uint64_t now = uv_hrtime();
+    if (now >= c->probe->measure_ns && now < c->probe->end_ns) {
         c->probe->bytes_in_time += len;
     }
     return 0;
@@ -790,9 +802,10 @@ static int write_csv(const struct probe *p)
         return -1;
     }
     fprintf(f, "sched_s,latency_ms,outcome,status\n");
-    for (long i = 0; i < p->total; i++) {
+    for (long i = p->warm; i < p->total; i++) {
         const struct sample *s = &p->samples[i];
-        fprintf(f, "%.6f,%.3f,%s,%d\n", (double)((uint64_t)i * p->interval_ns) / NS_PER_SEC,
+        fprintf(f, "%.6f,%.3f,%s,%d\n",
+                (double)((uint64_t)(i - p->warm) * p->interval_ns) / NS_PER_SEC,
                 (double)s->latency_ns / NS_PER_MS, outcome_name(s->outcome), s->status);
     }
     return fclose(f) == 0 ? 0 : -1;
@@ -823,7 +836,7 @@ static int report(const struct probe *p)
     }
     long n = 0, ok = 0, errors = 0, timeouts = 0;
     double sum = 0, lag_sum = 0, lag_max = 0;
-    for (long i = 0; i < p->total; i++) {
+    for (long i = p->warm; i < p->total; i++) {
         const struct sample *s = &p->samples[i];
         ok += s->outcome == OUTCOME_OK;
         errors += s->outcome == OUTCOME_ERROR || s->outcome == OUTCOME_PENDING;
@@ -844,11 +857,11 @@ static int report(const struct probe *p)
            "\"max_ms\":%.3f,\"send_lag_mean_ms\":%.3f,\"send_lag_max_ms\":%.3f,"
            "\"start_s\":%.6f,\"bytes_in_time\":%" PRIu64 ",\"mb_s\":%.1f}\n",
            p->opt.mode == MODE_GZIP ? "gzip" : "get", p->opt.path, p->opt.rate, p->opt.duration,
-           p->total, ok, errors, timeouts, p->refused, p->opened, n > 0 ? sum / (double)n : 0.0,
-           pct_ms(lat, n, 50), pct_ms(lat, n, 90), pct_ms(lat, n, 99), pct_ms(lat, n, 99.9),
-           n > 0 ? (double)lat[n - 1] / NS_PER_MS : 0.0, n > 0 ? lag_sum / (double)n : 0.0, lag_max,
-           (double)p->start_ns / NS_PER_SEC, p->bytes_in_time,
-           (double)p->bytes_in_time / p->opt.duration / 1e6);
+           p->total - p->warm, ok, errors, timeouts, p->refused, p->opened,
+           n > 0 ? sum / (double)n : 0.0, pct_ms(lat, n, 50), pct_ms(lat, n, 90),
+           pct_ms(lat, n, 99), pct_ms(lat, n, 99.9), n > 0 ? (double)lat[n - 1] / NS_PER_MS : 0.0,
+           n > 0 ? lag_sum / (double)n : 0.0, lag_max, (double)p->measure_ns / NS_PER_SEC,
+           p->bytes_in_time, (double)p->bytes_in_time / p->opt.duration / 1e6);
     free(lat);
     if (p->opt.csv != NULL) {
         return write_csv(p);
@@ -971,6 +984,8 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->rate = x;
         } else if (strcmp(a, "--duration") == 0 && (ok = parse_number(v, 0.01, 86400, &x))) {
             o->duration = x;
+        } else if (strcmp(a, "--warmup") == 0 && (ok = parse_number(v, 0, 60, &x))) {
+            o->warmup = x;
         } else if (strcmp(a, "--timeout") == 0 && (ok = parse_number(v, 0.01, 600, &x))) {
             o->timeout = x;
         } else if (strcmp(a, "--conns") == 0 && (ok = parse_number(v, 1, MAX_CONNS, &x))) {
@@ -1053,6 +1068,8 @@ int main(int argc, char **argv)
     bool flood = p->opt.mode == MODE_FLOOD || p->opt.mode == MODE_HOG;
     p->total = flood ? 1 : (long)(p->opt.rate * p->opt.duration);
     p->total = p->total < 1 ? 1 : p->total;
+    p->warm = flood ? 0 : (long)(p->opt.rate * p->opt.warmup);
+    p->total += p->warm;
     p->interval_ns = (uint64_t)((double)NS_PER_SEC / p->opt.rate);
     p->timeout_ns = (uint64_t)(p->opt.timeout * NS_PER_SEC);
     p->samples = calloc((size_t)p->total, sizeof *p->samples);
@@ -1072,7 +1089,8 @@ int main(int argc, char **argv)
     }
     /* Give the first connections a moment to be established before the clock starts. */
     p->start_ns = uv_hrtime() + (flood ? 0 : 50 * NS_PER_MS);
-    p->end_ns = p->start_ns + (uint64_t)(p->opt.duration * NS_PER_SEC);
+    p->measure_ns = sched_ns(p, p->warm);
+    p->end_ns = p->measure_ns + (uint64_t)(p->opt.duration * NS_PER_SEC);
     if (uv_timer_init(p->loop, &p->timer) < 0 || uv_timer_init(p->loop, &p->every) < 0 ||
         uv_async_init(p->loop, &p->due, probe_on_due) < 0) {
         fprintf(stderr, "probe: loop setup failed\n");

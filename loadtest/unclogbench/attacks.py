@@ -19,6 +19,7 @@ from .servers import attack_peers, unclog
 
 ATTACKER, VICTIM = "127.0.0.1", "127.0.0.2"
 VICTIM_RATE = 100  # the victim's GETs per second
+WARMUP = 0.5  # seconds the victim's probe sends before it counts (probe.c: --warmup)
 VICTIM_GET = "/96k.bin"  # larger than the small-file cache takes (64k)
 HOG = 4500  # more than unclog's max_connections (4096) from one address
 PACE = 32  # the paced victim's 16 MiB GETs per second: 537 MB/s, under half of what the
@@ -65,13 +66,15 @@ ATTACKS = (
 
 # The victim's probe per kind, and what the table reports of it.
 VICTIMS = {
-    "get-close": (("--get", VICTIM_GET, "--rate", str(VICTIM_RATE), "--close"),
+    "get-close": (("--get", VICTIM_GET, "--rate", str(VICTIM_RATE), "--close",
+                   "--warmup", str(WARMUP)),
                   f"GET 96 KiB at {VICTIM_RATE}/s, a new connection each: p99 ms"),
-    "get": (("--get", VICTIM_GET, "--rate", str(VICTIM_RATE)),
+    "get": (("--get", VICTIM_GET, "--rate", str(VICTIM_RATE), "--warmup", str(WARMUP)),
             f"GET 96 KiB at {VICTIM_RATE}/s, keep-alive: p99 ms"),
     "bulk": (("--flood", "1", "--get", "/16m.bin"),
              "its own 16 MiB downloads on one connection, back to back: MB/s"),
-    "paced": (("--get", "/16m.bin", "--rate", str(PACE), "--max-conns", "1"),
+    "paced": (("--get", "/16m.bin", "--rate", str(PACE), "--max-conns", "1",
+               "--warmup", str(WARMUP)),
               f"its own 16 MiB downloads at {PACE}/s ({PACE * 16.777216:.0f} MB/s) on one "
               "connection: MB/s that came in time"),
 }
@@ -121,7 +124,7 @@ def phase(session, server, attack, attacked, tag):
     att = None
     if attacked:
         att = start_probe_args(session, server.port, attack.attacker,
-                               attack.lead + seconds + 0.5, ATTACKER)
+                               attack.lead + WARMUP + seconds + 0.5, ATTACKER)
         time.sleep(attack.lead)
     row = {"series": os.path.relpath(csv, session.out) if csv else ""}
     row.update(victim_row(start_probe_args(session, server.port, args, seconds, VICTIM,
