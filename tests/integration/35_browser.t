@@ -347,7 +347,16 @@ class Browser:
     def wait(self, expr, desc, timeout=20):
         """ok() once expr is true in the page (a hang guard, not a timing check)."""
         js = "(() => { try { return !!(%s); } catch (e) { return false; } })()" % expr
-        got = poll(lambda: self.cdp.eval(js), timeout=timeout, interval=0.1)
+
+        def check():
+            try:
+                return self.cdp.eval(js)
+            except RuntimeError as e:
+                # Asked while the tab was between two documents: ask again.
+                if "navigated or closed" in str(e) or "Cannot find context" in str(e):
+                    return False
+                raise
+        got = poll(check, timeout=timeout, interval=0.1)
         return ok(got, desc, "still false after %ss: %s" % (timeout * SLOW, expr),
                   "page: " + str(self.cdp.eval("document.body.innerText"))[:1500])
 
