@@ -96,6 +96,12 @@ static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf);
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void close_conn(struct conn *c, bool reset);
 
+/* Whether C waits for (the rest of) a request head. */
+static bool awaits_head(const struct conn *c)
+{
+    return c->state == CONN_NEW || c->state == CONN_HEAD;
+}
+
 /* Whether C may close for another client's newcomer (clients.h): kept
  * alive between requests, or waiting for a request head that is late
  * (silent, or slow to come: a tenth of header_timeout), and no input waits
@@ -103,8 +109,7 @@ static void close_conn(struct conn *c, bool reset);
  * connection just accepted, not yet read, and closing it would lose it. */
 static bool may_give_way(const struct conn *c)
 {
-    bool head = c->state == CONN_NEW || c->state == CONN_HEAD;
-    return (c->state == CONN_IDLE || (head && c->head_late)) && c->in_len == 0;
+    return (c->state == CONN_IDLE || (awaits_head(c) && c->head_late)) && c->in_len == 0;
 }
 
 /* Starts or stops reading to match the state and the buffer, and lists C
@@ -187,8 +192,7 @@ static void arm_state(struct conn *c, enum conn_state from)
         c->sent_pumped = c->pump.sent;
     }
     /* A head's first wake-up comes early: it makes the head late. */
-    bool head = c->state == CONN_NEW || c->state == CONN_HEAD;
-    unsigned first = head ? timeout_ms / CONN_LATE_PART + 1 : timeout_ms;
+    unsigned first = awaits_head(c) ? timeout_ms / CONN_LATE_PART + 1 : timeout_ms;
     /* A resume that is due keeps its turn at once; the deadline holds. */
     arm_timer(c, c->resume_due ? 0 : sending(c) ? send_check_ms(c) : first);
 }
@@ -334,7 +338,7 @@ static void conn_on_timer(uv_timer_t *timer)
         resume(c);
         if (c->state >= CONN_CLOSING)
             return;
-    } else if ((c->state == CONN_NEW || c->state == CONN_HEAD) && !c->head_late) {
+    } else if (awaits_head(c) && !c->head_late) {
         c->head_late = true; /* woken early in arm_state */
         follow_input(c);
     }

@@ -40,6 +40,20 @@ def closed_by_server(conn, wait=0.0):
     return bool(r) and not conn.fill()
 
 
+def newcomer_takes_oldest(srv, hog, kind):
+    """A newcomer from another address is served, and of the hog's
+    connections only the oldest (hog[0], KIND) closes for it."""
+    newcomer = srv.conn(source=NEWCOMER)
+    resp = newcomer.roundtrip("GET", "/x.txt")
+    is_((resp.status, resp.body), (200, b"hello"),
+        "a newcomer from another address is served, not refused")
+    ok(poll(lambda: closed_by_server(hog[0], 0.2)),
+       "the hog's longest %s connection was closed for it" % kind)
+    is_([i for i, c in enumerate(hog[1:], 1) if closed_by_server(c)], [],
+        "and none other of the hog's")
+    return newcomer
+
+
 def test_hog_gives_way():
     limit = 21
     with Server(files=FILES, conf=dict(PATIENT, max_connections=limit)) as srv:
@@ -54,14 +68,7 @@ def test_hog_gives_way():
         is_((st["active"], top(st, HOG)["rank"]), (limit, "1"),
             "the server is at max_connections, the hog at the top of top_clients")
 
-        newcomer = srv.conn(source=NEWCOMER)
-        resp = newcomer.roundtrip("GET", "/x.txt")
-        is_((resp.status, resp.body), (200, b"hello"),
-            "a newcomer from another address is served, not refused")
-        ok(poll(lambda: closed_by_server(hog[0], 0.2)),
-           "the hog's longest idle connection was closed for it")
-        still = [i for i, c in enumerate(hog[1:], 1) if closed_by_server(c)]
-        is_(still, [], "and none other of the hog's")
+        newcomer = newcomer_takes_oldest(srv, hog, "idle")
         st = stats(watch)
         is_((st["evicted_idle"], st["evicted_idle_by_reason"]["max_connections"], st["refused"]),
             (1, 1, 0), "/stats: one idle connection evicted for the limit, nothing refused")
@@ -122,14 +129,7 @@ def test_late_heads():
             "the hog's %d connections, silent or with a head begun, are idle once late"
             % (limit - 1))
 
-        newcomer = srv.conn(source=NEWCOMER)
-        resp = newcomer.roundtrip("GET", "/x.txt")
-        is_((resp.status, resp.body), (200, b"hello"),
-            "a newcomer from another address is served, not refused")
-        ok(poll(lambda: closed_by_server(hog[0], 0.2)),
-           "the hog's oldest late connection was closed for it")
-        is_([i for i, c in enumerate(hog[1:], 1) if closed_by_server(c)], [],
-            "and none other of the hog's")
+        newcomer = newcomer_takes_oldest(srv, hog, "late")
         st = stats(watch)
         is_((st["evicted_idle_by_reason"]["max_connections"], st["refused"]), (1, 0),
             "/stats: one connection evicted for the limit, nothing refused")
