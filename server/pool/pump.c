@@ -246,10 +246,12 @@ size_t pump_piece(const struct pump_partition *partition, bool short_waiting, ui
 {
     size_t piece = partition->size;
     /* auto: small pieces while short work waits, so that it finds a thread
-     * soon; large ones otherwise, for throughput. */
+     * soon; large ones otherwise, for throughput. A rest that is short work
+     * itself goes in one piece: cut, it would still be short work, and each
+     * cut costs the response a pass through the loop. */
     if (piece == CONFIG_AUTO_SIZE) {
         size_t large = partition->max > partition->min ? partition->max : partition->min;
-        piece = short_waiting ? partition->min : large;
+        piece = short_waiting && remaining > SCHED_SHORT_BYTES ? partition->min : large;
     }
     if (piece == CONFIG_WHOLE || piece > remaining)
         piece = remaining < PUMP_PIECE_MAX ? (size_t)remaining : PUMP_PIECE_MAX;

@@ -37,6 +37,10 @@ static const struct {
     {CONFIG_AUTO_SIZE, 64 * K, M, true, 16 * M, 64 * K, "auto, short work waits: min"},
     {CONFIG_AUTO_SIZE, 64 * K, M, false, 100 * K, 100 * K, "auto near the end: what is left"},
     {CONFIG_AUTO_SIZE, 64 * K, M, true, 10 * K, 10 * K, "auto, short work, less than min left"},
+    {CONFIG_AUTO_SIZE, 64 * K, M, true, 96 * K, 96 * K,
+     "auto, short work waits, a rest that is short itself: one piece"},
+    {CONFIG_AUTO_SIZE, 64 * K, M, true, 256 * K, 256 * K, "auto, short work, 256k left: one piece"},
+    {CONFIG_AUTO_SIZE, 64 * K, M, true, 256 * K + 1, 64 * K, "auto, short work, a byte more: min"},
     {CONFIG_AUTO_SIZE, M, 64 * K, false, 16 * M, M, "auto with min over max: min"},
     {CONFIG_AUTO_SIZE, M, 64 * K, true, 16 * M, M, "auto with min over max, short work: min"},
 };
