@@ -219,7 +219,7 @@ static int gzip_on_request(struct conn *c, const struct request *req)
      * 413 before any of the body is deflated. */
     uint64_t len = req->has_length ? req->content_length : UINT64_MAX;
     struct pump_partition slices = {.size = cfg->gzip_partition};
-    size_t slice = req->has_length                       ? pump_piece(&slices, false, len)
+    size_t slice = req->has_length                       ? pump_piece(&slices, false, len, true)
                    : cfg->gzip_partition == CONFIG_WHOLE ? cfg->gzip_max_body + 1
                                                          : cfg->gzip_partition;
     struct deflate_source *d = deflate_new(len);

@@ -36,10 +36,12 @@ static const struct config_key core_keys[] = {
     {"partition", CONFIG_PARTITION_AUTO, CONFIG_FIELD(struct config, partition), 1, GIB, "auto",
      "SIZE|whole|auto",
      "bytes per threadpool read of a file; auto: partition_max while no short work waits, "
-     "partition_min when some does (a rest of 256k or less: one piece)",
+     "partition_min when some does (a plain read's rest of 256k or less: one piece)",
      CONFIG_LIVE, NULL},
     {"partition_min", CONFIG_SIZE, CONFIG_FIELD(struct config, partition_min), 1, GIB, "64k",
-     "SIZE", "piece size of partition = auto while short work waits (of rests over 256k)",
+     "SIZE",
+     "piece size of partition = auto while short work waits (but a plain read's "
+     "rest of 256k or less goes whole)",
      CONFIG_RELOAD, NULL},
     {"partition_max", CONFIG_SIZE, CONFIG_FIELD(struct config, partition_max), 1, GIB, "1m", "SIZE",
      "piece size of partition = auto while no short work waits", CONFIG_RELOAD, NULL},

@@ -242,16 +242,19 @@ static struct pump_slot *free_slot(struct pump *pump)
     return slot;
 }
 
-size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining)
+size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining,
+                  bool deflates)
 {
     size_t piece = partition->size;
     /* auto: small pieces while short work waits, so that it finds a thread
-     * soon; large ones otherwise, for throughput. A rest that is short work
-     * itself goes in one piece: cut, it would still be short work, and each
-     * cut costs the response a pass through the loop. */
+     * soon; large ones otherwise, for throughput. A read's rest that is short
+     * work itself goes in one piece: cut, it would still be short work, and
+     * each cut costs the response a pass through the loop. A deflate's stays
+     * cut: its pieces are CPU time, which other clients' deflates wait for. */
     if (piece == CONFIG_AUTO_SIZE) {
         size_t large = partition->max > partition->min ? partition->max : partition->min;
-        piece = short_waiting && remaining > SCHED_SHORT_BYTES ? partition->min : large;
+        bool cut = short_waiting && (deflates || remaining > SCHED_SHORT_BYTES);
+        piece = cut ? partition->min : large;
     }
     if (piece == CONFIG_WHOLE || piece > remaining)
         piece = remaining < PUMP_PIECE_MAX ? (size_t)remaining : PUMP_PIECE_MAX;
@@ -270,7 +273,8 @@ static size_t next_piece(const struct pump *pump)
     size_t piece = src->slice;
     if (src->reads_file) {
         bool short_waiting = gateway_short_waiting(pump->env->gateway);
-        piece = pump_piece(&pump->env->partition, short_waiting, src->remaining);
+        piece = pump_piece(&pump->env->partition, short_waiting, src->remaining,
+                           src->cls == GATEWAY_GZIP);
     }
     return piece < pump->piece_max ? piece : pump->piece_max;
 }
@@ -326,8 +330,9 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
                bool chunked)
 {
     /* The slots are sized for the largest piece the partition gives now. */
-    size_t piece_max =
-        src->reads_file ? pump_piece(&pump->env->partition, false, src->remaining) : src->slice;
+    size_t piece_max = src->reads_file
+                           ? pump_piece(&pump->env->partition, false, src->remaining, false)
+                           : src->slice;
     pump->piece_max = piece_max ? piece_max : 1;
     pump->alloc = src->ops->size ? src->ops->size(src, pump->piece_max) : pump->piece_max;
     pump->src = src;

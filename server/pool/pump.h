@@ -79,7 +79,7 @@ struct pump_source {
 
 /* The partition file reads are cut by: a size in bytes, CONFIG_WHOLE, or
  * CONFIG_AUTO_SIZE, whose pieces are MIN while short work waits for the
- * pool (but a short rest goes whole) and MAX otherwise. */
+ * pool (but a read's short rest goes whole) and MAX otherwise. */
 struct pump_partition {
     size_t size, min, max;
 };
@@ -90,11 +90,13 @@ struct pump_partition {
 
 /* The piece rule: the bytes of a file the next fill reads, when REMAINING
  * are left, cut by PARTITION, SHORT_WAITING telling whether short work
- * waits for the pool. A size: that size; whole: all that is left; auto: min
- * while short work waits and more than SCHED_SHORT_BYTES remain, else max
- * (or min, if larger). Never more than REMAINING or PUMP_PIECE_MAX, and at
- * least 1. Pure. */
-size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining);
+ * waits for the pool, DEFLATES whether the piece is deflated as it is read.
+ * A size: that size; whole: all that is left; auto: min while short work
+ * waits and more than SCHED_SHORT_BYTES remain (or the piece deflates),
+ * else max (or min, if larger). Never more than REMAINING or PUMP_PIECE_MAX,
+ * and at least 1. Pure. */
+size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining,
+                  bool deflates);
 
 /* The loop's writes, shared by client (server/pool/share.h): owns the
  * share and the two handles that run its turns, a check handle that begins

@@ -219,9 +219,14 @@ int main(void)
 {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct pump_partition p = {.size = cases[i].size, .min = cases[i].min, .max = cases[i].max};
-        is_int(pump_piece(&p, cases[i].short_waiting, cases[i].remaining), cases[i].want,
+        is_int(pump_piece(&p, cases[i].short_waiting, cases[i].remaining, false), cases[i].want,
                cases[i].desc);
     }
+    struct pump_partition deflating = {.size = CONFIG_AUTO_SIZE, .min = 64 * K, .max = M};
+    is_int(pump_piece(&deflating, true, 96 * K, true), 64 * K,
+           "auto, short work waits, a deflate's short rest: min (its pieces are CPU time)");
+    is_int(pump_piece(&deflating, false, 96 * K, true), 96 * K,
+           "auto, no short work waits, a deflate's rest: all of it");
     pump_over_socket();
     return tap_done();
 }
