@@ -5,11 +5,12 @@
  * --duration, after --warmup seconds of the same, sent and not counted: a
  * new probe process's first few hundred milliseconds are slow here, whatever
  * the server (its first requests took 3-8 ms against a 15-line Python
- * server that answers the rest in 0.5). Each latency runs from the request's *scheduled* send time
- * to the last byte of its response, so time spent waiting for a free connection or behind a clogged
- * server is counted, never hidden (no coordinated omission). A request goes out on an idle
- * keep-alive connection, or on a new one up to
- * --max-conns, so one stuck response does not hold back the next send.
+ * server that answers the rest in 0.5). Each latency runs from the
+ * request's *scheduled* send time to the last byte of its response, so time
+ * spent waiting for a free connection or behind a clogged server is
+ * counted, never hidden (no coordinated omission). A request goes out on an
+ * idle keep-alive connection, or on a new one up to --max-conns, so one
+ * stuck response does not hold back the next send.
  *
  * Only 127.0.0.1 is reachable: this is a load-test tool, not a client.
  *
