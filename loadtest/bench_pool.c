@@ -5,10 +5,15 @@
  * per chain, starting over at its end; one more chain deflates a tiny buffer,
  * one job at a time. After SECONDS it reports the reads' MB/s and the
  * deflates completed, for fifo and fair at fixed piece sizes and for fair
- * with auto pieces, beside the deflate rate with no reads at all.
+ * with auto pieces, beside the deflate rate with no reads at all; then the
+ * same with a paced deflate chain (at most one deflate a millisecond, a
+ * client that is not greedy). Each row also says where the CPU went, in % of
+ * one CPU: the reads' jobs, the deflates' jobs, and the whole process (the
+ * loop, waking threads and the kernel's work for them included).
  *
  * usage: bench_pool FILE [SECONDS] [THREADS] [CHAINS] */
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,12 +51,14 @@ struct bench {
     uv_loop_t loop;
     struct gateway gw;
     uv_timer_t timer;
-    bool stopping;
+    uv_timer_t pace; /* paced rows: starts a deflate each ms if none runs */
+    bool paced, tiny_busy, stopping;
     int fd;
     uint64_t size;
     size_t partition; /* a size, CONFIG_WHOLE or CONFIG_AUTO_SIZE */
     size_t auto_max;  /* auto: the piece while no short work waits */
     uint64_t bytes, deflates;
+    uint64_t read_cpu_ns, tiny_cpu_ns; /* the jobs' own CPU time */
     struct chain chains[CHAINS_MAX];
     int nchains;
     struct tiny tiny;
@@ -85,6 +92,7 @@ static void read_next(struct chain *c)
 static void read_done(struct gateway_job *job, int status)
 {
     struct chain *c = container_of(job, struct chain, job);
+    c->b->read_cpu_ns += job->cpu_ns;
     if (status == 0 && c->rc == 0) {
         c->b->bytes += c->want;
         c->offset += c->want;
@@ -99,33 +107,62 @@ static void tiny_work(struct gateway_job *job)
     compress2(t->out, &len, t->in, sizeof t->in, Z_DEFAULT_COMPRESSION);
 }
 
+static void tiny_submit(struct bench *b);
+
 static void tiny_done(struct gateway_job *job, int status)
 {
     struct tiny *t = container_of(job, struct tiny, job);
     struct bench *b = t->b;
-    if (status == 0)
+    b->tiny_busy = false;
+    if (status == 0) {
         b->deflates++;
-    if (b->stopping)
-        return;
+        b->tiny_cpu_ns += job->cpu_ns;
+    }
+    if (!b->stopping && !b->paced)
+        tiny_submit(b);
+}
+
+static void tiny_submit(struct bench *b)
+{
+    struct tiny *t = &b->tiny;
+    b->tiny_busy = true;
     struct gateway_cost cost = {.bytes = TINY, .remaining = TINY, .flow = UINT64_MAX};
     gateway_submit(&b->gw, &t->job, GATEWAY_GZIP, cost, tiny_work, tiny_done);
+}
+
+static void on_pace(uv_timer_t *timer)
+{
+    struct bench *b = container_of(timer, struct bench, pace);
+    if (!b->tiny_busy)
+        tiny_submit(b);
 }
 
 static void on_timer(uv_timer_t *timer)
 {
     struct bench *b = container_of(timer, struct bench, timer);
     b->stopping = true;
+    uv_timer_stop(&b->pace);
 }
 
-/* One run: CHAINS readers at PARTITION under MODE, plus the deflate chain. */
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* One run: CHAINS readers at PARTITION under MODE, plus the deflate chain
+ * (b->paced: the paced one). */
 static void run(struct bench *b, enum sched_mode mode, size_t partition, int chains,
                 unsigned threads, double seconds)
 {
     uv_loop_init(&b->loop);
     gateway_init(&b->gw, &b->loop, mode, threads);
     uv_timer_init(&b->loop, &b->timer);
+    uv_timer_init(&b->loop, &b->pace);
     b->stopping = false;
-    b->bytes = b->deflates = 0;
+    b->bytes = b->deflates = b->read_cpu_ns = b->tiny_cpu_ns = 0;
     b->partition = partition;
     b->nchains = chains;
     size_t cap = partition == CONFIG_AUTO_SIZE ? b->auto_max
@@ -144,23 +181,30 @@ static void run(struct bench *b, enum sched_mode mode, size_t partition, int cha
     }
     b->tiny.b = b;
     memset(b->tiny.in, 'a', sizeof b->tiny.in);
-    tiny_done(&b->tiny.job, UV_ECANCELED); /* submits the first */
+    double cpu0 = cpu_seconds();
     uint64_t t0 = uv_hrtime();
+    tiny_submit(b);
+    if (b->paced)
+        uv_timer_start(&b->pace, on_pace, 1, 1);
     uv_timer_start(&b->timer, on_timer, (uint64_t)(seconds * 1000), 0);
     uv_run(&b->loop, UV_RUN_DEFAULT);
     double secs = (double)(uv_hrtime() - t0) / 1e9;
+    double cpu = cpu_seconds() - cpu0;
     char label[64], piece[32], max[16];
     config_format_size(partition, piece, sizeof piece);
     config_format_size(b->auto_max, max, sizeof max);
     if (partition == CONFIG_AUTO_SIZE)
         snprintf(piece, sizeof piece, "auto 64k-%s", max);
-    snprintf(label, sizeof label, "%s %s", mode == SCHED_MODE_FAIR ? "fair" : "fifo",
-             chains ? piece : "(no reads)");
-    printf("| %-18s | %10.0f | %10.0f | %8llu |\n", label, (double)b->bytes / secs / 1e6,
-           (double)b->deflates / secs, (unsigned long long)b->deflates);
+    snprintf(label, sizeof label, "%s %s%s", mode == SCHED_MODE_FAIR ? "fair" : "fifo",
+             chains ? piece : "(no reads)", b->paced ? ", paced" : "");
+    printf("| %-26s | %10.0f | %10.0f | %8llu | %5.0f %% | %5.0f %% | %5.0f %% |\n", label,
+           (double)b->bytes / secs / 1e6, (double)b->deflates / secs,
+           (unsigned long long)b->deflates, (double)b->read_cpu_ns / secs / 1e7,
+           (double)b->tiny_cpu_ns / secs / 1e7, cpu / secs * 100);
     fflush(stdout);
     gateway_close(&b->gw);
     uv_close((uv_handle_t *)&b->timer, NULL);
+    uv_close((uv_handle_t *)&b->pace, NULL);
     uv_run(&b->loop, UV_RUN_DEFAULT);
     uv_loop_close(&b->loop);
 }
@@ -192,8 +236,9 @@ int main(int argc, char **argv)
     printf("%d chains reading %s (%llu bytes) + 1 chain of %d-byte deflates, %u threads, %.1f s "
            "each\n\n",
            chains, argv[1], (unsigned long long)b.size, TINY, threads, seconds);
-    printf("| %-18s | %10s | %10s | %8s |\n|---|---|---|---|\n", "scheduler, piece", "read MB/s",
-           "deflates/s", "deflates");
+    printf("| %-26s | %10s | %10s | %8s | %7s | %7s | %7s |\n|---|---|---|---|---|---|---|\n",
+           "scheduler, piece", "read MB/s", "deflates/s", "deflates", "reads' CPU", "deflates' CPU",
+           "process CPU");
     run(&b, SCHED_MODE_FIFO, 0, 0, threads, seconds);
     static const size_t fifo_sizes[] = {8 * KIB, 64 * KIB, 512 * KIB, MIB, 4 * MIB, CONFIG_WHOLE};
     for (size_t i = 0; i < ARRAY_SIZE(fifo_sizes); i++)
@@ -202,6 +247,13 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < ARRAY_SIZE(fair_sizes); i++)
         run(&b, SCHED_MODE_FAIR, fair_sizes[i], chains, threads, seconds);
     static const size_t auto_max[] = {MIB, 4 * MIB};
+    for (size_t i = 0; i < ARRAY_SIZE(auto_max); i++) {
+        b.auto_max = auto_max[i];
+        run(&b, SCHED_MODE_FAIR, CONFIG_AUTO_SIZE, chains, threads, seconds);
+    }
+    b.paced = true;
+    run(&b, SCHED_MODE_FIFO, 0, 0, threads, seconds);
+    run(&b, SCHED_MODE_FIFO, CONFIG_WHOLE, chains, threads, seconds);
     for (size_t i = 0; i < ARRAY_SIZE(auto_max); i++) {
         b.auto_max = auto_max[i];
         run(&b, SCHED_MODE_FAIR, CONFIG_AUTO_SIZE, chains, threads, seconds);
