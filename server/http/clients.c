@@ -85,7 +85,7 @@ void clients_join(struct clients *t, struct client_link *l, uint64_t id,
 {
     uint32_t b = bucket_of(id);
     struct client_bucket *cb = &t->bucket[b];
-    *l = (struct client_link){.bucket = b};
+    *l = (struct client_link){.bucket = b, .counted = true};
     if (t->conns[b]++ == 0)
         cb->refused = cb->evicted = 0; /* a new holder: its own counts */
     cb->addr = *addr;
@@ -113,11 +113,20 @@ void clients_set_idle(struct clients *t, struct client_link *l, bool idle)
     cb->idle--;
 }
 
+/* L's connection no longer counts for its client. */
+static void uncount(struct clients *t, struct client_link *l)
+{
+    if (!l->counted)
+        return;
+    l->counted = false;
+    t->conns[l->bucket]--;
+    t->giver_valid = false;
+}
+
 void clients_leave(struct clients *t, struct client_link *l)
 {
     clients_set_idle(t, l, false);
-    t->conns[l->bucket]--;
-    t->giver_valid = false;
+    uncount(t, l);
 }
 
 unsigned clients_held(const struct clients *t, uint64_t id)
@@ -149,11 +158,14 @@ static long giver(struct clients *t, uint32_t *most)
     return t->giver_bucket = found;
 }
 
-/* Takes the longest idle connection of bucket B out of its list. */
+/* Takes the longest idle connection of bucket B out of its list and out
+ * of its client's count: it closes, and the next newcomer of the same poll
+ * must not find its client holding it still. */
 static struct client_link *evict(struct clients *t, long b, enum clients_eviction why)
 {
     struct client_link *l = t->bucket[b].oldest;
     clients_set_idle(t, l, false);
+    uncount(t, l);
     t->bucket[b].evicted++;
     t->evicted[why]++;
     return l;

@@ -55,6 +55,7 @@ struct client_link {
     struct client_link *prev, *next; /* in its bucket's idle list, when idle */
     uint32_t bucket;
     bool idle;
+    bool counted; /* in its bucket's count: from join until evicted or left */
 };
 
 /* Why a newcomer was refused, and why an idle connection was closed. */
@@ -106,7 +107,8 @@ struct clients {
 void clients_join(struct clients *t, struct client_link *l, uint64_t id,
                   const struct client_addr *addr);
 
-/* L's connection is gone (idle or not). */
+/* L's connection is gone (idle or not). An evicted one left its client's
+ * count when it was chosen (see clients_make_room). */
 void clients_leave(struct clients *t, struct client_link *l);
 
 /* L's connection became idle (kept alive between requests, or its request
@@ -118,7 +120,9 @@ void clients_set_idle(struct clients *t, struct client_link *l, bool idle);
  * one (the top itself when it has one). Returns that client's longest idle
  * connection for the caller to close, counted as an eviction for the
  * limit, when it holds at least two more than client ID (so the swap
- * leaves it no fewer than the newcomer's). Else returns NULL, the refusal
+ * leaves it no fewer than the newcomer's); that connection no longer
+ * counts for its client from then on, though it closes later, so that a
+ * burst of newcomers in one poll stops at that swap. Else returns NULL, the refusal
  * counted and its reason in *WHY: TOP_CLIENT when client ID holds at least
  * one connection and no fewer than the top less one, else FULL. Costs one
  * pass over the bucket counts (CLIENTS_BUCKETS of them, 16 KiB), and only

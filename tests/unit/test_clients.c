@@ -216,6 +216,38 @@ static void test_make_room(void)
        "and A's second: top_client");
 }
 
+/* Newcomers in one poll: an evicted connection closes only when the loop
+ * runs its close callback, after the poll, but it counts no more for its
+ * client from the moment it is chosen. */
+static void test_burst(void)
+{
+    uint64_t id[2];
+    distinct_clients(id, 2);
+    enum clients_refusal why = CLIENTS_REFUSALS;
+    reset();
+    for (int i = 0; i < 10; i++)
+        join(&table, id[0], true);
+    struct client_link *gone[10];
+    unsigned evicted = 0, refused = 0;
+    for (int i = 0; i < 10; i++) {
+        struct client_link *l = clients_make_room(&table, id[1], &why);
+        if (l == NULL) {
+            refused += why == CLIENTS_TOP_CLIENT;
+            continue;
+        }
+        gone[evicted++] = l;
+        join(&table, id[1], false);
+    }
+    is_int(evicted, 5, "A's 10 idle against 10 of B's in one poll: 5 give way");
+    is_int(refused, 5, "  and B's other 5 are refused as top_client");
+    is_int(clients_held(&table, id[0]), 5, "  A holds 5");
+    is_int(clients_held(&table, id[1]), 5, "  B holds 5");
+    for (unsigned i = 0; i < evicted; i++)
+        clients_leave(&table, gone[i]);
+    is_int(clients_held(&table, id[0]), 5,
+           "A's evicted ones closing later leave its count as it was");
+}
+
 static void test_give_way(void)
 {
     uint64_t id[2];
@@ -397,6 +429,7 @@ int main(void)
     test_peers();
     test_prefix();
     test_make_room();
+    test_burst();
     test_give_way();
     test_top();
     test_window();
