@@ -188,6 +188,21 @@ static struct sched_item *fair_take(struct sched_fair *fq, struct sched_flow *f,
     return item;
 }
 
+/* A short job of bucket F starts although its tag is not the smallest:
+ * the buckets before it in turn have only CPU-bound work, held by cpu_max.
+ * They save no credit while held (their tags come up to F's), or the first
+ * of their work that may start would go ahead of everyone's for as long as
+ * they were held. */
+static void lift_held(struct sched_fair *fq, const struct sched_flow *f)
+{
+    struct sched_flow *g = fq->active;
+    do {
+        if (g->tag < f->tag)
+            g->tag = f->tag;
+        g = g->next;
+    } while (g != fq->active);
+}
+
 /* ---- the policy ------------------------------------------------------------------ */
 
 static void enqueue(struct sched *s, struct sched_item *item)
@@ -290,6 +305,8 @@ struct sched_item *sched_next(struct sched *s)
             s->streak++;
         s->counters.short_aged += pick.aged;
         s->counters.cpu_passed += s->waiting_cpu > 0 && s->running_cpu >= s->cpu_max;
+        if (s->running_cpu >= s->cpu_max)
+            lift_held(&s->shorts, f);
         return start(s, fair_take(&s->shorts, f, pick.item), false, false);
     }
     if (!bulk_may)

@@ -19,7 +19,10 @@
  *     not deflate faster, only take the CPU from the loop and from other
  *     clients' reads. While that many run, the next start goes to the first
  *     short job in turn that is not CPU-bound, and the one after a deflate
- *     ends to the deflate in turn.
+ *     ends to the deflate in turn. A client passed over so, holding only
+ *     deflates, saves no credit: its tag comes up to the tag of the start
+ *     that passed it, or its next job that may start would go ahead of
+ *     everyone's for as long as it had been held.
  *   - no starvation: while bulk work waits and a bulk thread is free, at most
  *     SCHED_SHORT_STREAK short jobs start in a row before a bulk one does.
  *   - every class shares by client (flow): within short work and within bulk

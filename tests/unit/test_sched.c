@@ -321,6 +321,36 @@ static void test_cpu_bound(void)
     is_int(s.cpu_max, 3, "by default the CPU bound is all threads but one");
 }
 
+/* A client whose deflates the CPU bound holds saves no credit meanwhile:
+ * while it waits with only deflates, another client's reads start, and
+ * when its own reads come they take turns with the other's, not all of
+ * them first (without the lift: its six reads, then the other's). */
+static void test_cpu_held_no_credit(void)
+{
+    struct sched s;
+    sched_init(&s, SCHED_MODE_FAIR, 4, 0);
+    sched_set_cpu_max(&s, 1);
+    for (int i = 0; i < 4; i++) {
+        sched_push(&s, item(i, 64 * KB, 64 * KB, 1));
+        items[i].cpu = true;
+    }
+    is_str(drain(&s, false), "0", "client 1's first deflate runs; the bound holds the others");
+    for (int i = 0; i < 20; i++) {
+        sched_push(&s, item(10 + i, 8 * KB, 8 * KB, 2));
+        is_int(index_of(sched_next(&s)), 10 + i, "  client 2's read starts");
+        sched_done(&s, &items[10 + i]);
+    }
+    for (int i = 0; i < 6; i++) {
+        sched_push(&s, item(40 + i, 8 * KB, 8 * KB, 1));
+        sched_push(&s, item(50 + i, 8 * KB, 8 * KB, 2));
+    }
+    const char *order = drain(&s, true);
+    ok(position(order, 50) <= 2,
+       "then, both with reads, client 2's first starts within client 1's first two (one job of "
+       "lag, the tie to the longest waiting)");
+    ok(position(order, 51) <= 4, "  and they take turns");
+}
+
 int main(void)
 {
     test_fifo();
@@ -333,5 +363,6 @@ int main(void)
     test_clients_by_cost();
     test_aging();
     test_cpu_bound();
+    test_cpu_held_no_credit();
     return tap_done();
 }
