@@ -148,8 +148,15 @@ static bool deflate_ready(struct pump_source *src)
      * the size of its buffer. */
     size_t now = gzip_config_of(d->conn)->gzip_partition;
     d->base.slice = now < d->in_cap ? now : d->in_cap;
-    if (d->z.avail_in > 0 || d->body_done || d->in_len - d->in_pos >= d->base.slice)
+    if (d->z.avail_in > 0 || d->body_done || d->in_len - d->in_pos >= d->base.slice) {
+        /* What the response still costs, for the job about to start: its
+         * input here, and the body still to come. A chunked body's rest is
+         * unknown until its end: up to its limit, so a long upload is bulk
+         * work and each slice is charged its bytes. */
+        uint64_t rest = d->body_done ? 0 : d->chunked ? d->body_max - d->body_len : d->body_left;
+        d->base.remaining = d->z.avail_in + (d->in_len - d->in_pos) + rest;
         return true;
+    }
     memmove(d->in, d->in + d->in_pos, d->in_len - d->in_pos);
     d->in_len -= d->in_pos;
     d->in_pos = 0;

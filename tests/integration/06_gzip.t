@@ -3,8 +3,9 @@
 # request body, for Content-Length and chunked bodies, at --gzip-partition
 # 4k, 64k and whole; 413 beyond --gzip-max-body, sent before the body is; a
 # chunked body that goes bad (413, a bad chunk, 408) while the response's
-# first slot is not full gets its status, after that a reset; a round trip
-# through curl and the real gzip -d.
+# first slot is not full gets its status, after that a reset; a long body's
+# slices are bulk work, chunked too; a round trip through curl and the real
+# gzip -d.
 import os
 import subprocess
 
@@ -199,9 +200,28 @@ def test_curl():
                 diag(proc.stdout.decode("utf-8", "replace"))
 
 
+def test_classes():
+    """A long upload's slices are bulk work while more than 256 KiB of it is
+    to come, and each is charged its bytes, chunked or not: a chunked body's
+    rest is unknown, so it counts up to the limit."""
+    body = random_bytes(2 * MiB, 17)
+    chunks = [body[i:i + 64 * KiB] for i in range(0, len(body), 64 * KiB)]
+    with Server(args=["--gzip-partition", "64k"], name="server for job classes") as srv:
+        for desc, kw in (("Content-Length", {"body": body}), ("chunked", {"chunks": chunks})):
+            before = srv.stats()["scheduler"]
+            with srv.conn() as conn:
+                check_answer(conn.roundtrip("POST", "/gzip", **kw), body, "2 MiB, " + desc)
+            after = srv.stats()["scheduler"]
+            bulk = after["bulk_started"] - before["bulk_started"]
+            short = after["short_started"] - before["short_started"]
+            ok(bulk >= 16, "2 MiB, %s: its 64k slices start as bulk work while much is to come "
+               "(%d bulk, %d short)" % (desc, bulk, short))
+
+
 def main():
     for partition in ("4k", "64k", "whole"):
         check_partition(partition)
+    test_classes()
     test_limits()
     test_status_held()
     test_framing()
