@@ -35,10 +35,19 @@ uint64_t turns_used(const struct turns *t, uint64_t flow)
     return t->bucket[b].turn == t->turn ? t->bucket[b].used_ns : 0;
 }
 
+/* Whether the turn's bound holds the waiting requests back: spent, and one
+ * of them has gone in this turn already. */
+static bool bound_spent(const struct turns *t)
+{
+    return t->used_ns >= TURNS_CLIENTS * t->share_ns && t->waited_turn == t->turn;
+}
+
 bool turns_admit(struct turns *t, uint64_t flow, bool waited)
 {
-    bool now = t->share_ns == 0 || (turns_used(t, flow) < t->share_ns &&
-                                    (!waited || t->used_ns < TURNS_CLIENTS * t->share_ns));
+    bool now =
+        t->share_ns == 0 || (turns_used(t, flow) < t->share_ns && (!waited || !bound_spent(t)));
+    if (now && waited)
+        t->waited_turn = t->turn;
     if (now && !waited)
         t->counters.at_once++;
     else if (!now && !waited)
@@ -103,7 +112,7 @@ struct turns_item *turns_next_waiting(struct turns *t)
     for (unsigned seen = 0; seen < t->active; seen++) {
         struct turns_bucket *b = &t->bucket[t->head];
         if (!turns_admit(t, b->head->flow, true)) {
-            if (t->share_ns != 0 && t->used_ns >= TURNS_CLIENTS * t->share_ns)
+            if (t->share_ns != 0 && bound_spent(t))
                 return NULL;   /* the turn's bound: nobody else either */
             ring_pop(t, true); /* its client's time is spent: the next one */
             continue;

@@ -28,7 +28,11 @@
  * client that has spent nothing this turn is served in the poll, however
  * much others have waiting. The request that crosses the share still goes
  * (each turn makes progress); a lone client loses nothing but a return to
- * the poll after each share of work. */
+ * the poll after each share of work. And the first waiting request of a
+ * turn whose client has time left goes even when the turn's bound is spent
+ * (by work that ran before the waiting ones: timers, write callbacks that
+ * resume pipelined requests): the waiting always progress, a request a
+ * turn at least. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -58,9 +62,10 @@ struct turns_bucket {
 };
 
 struct turns {
-    uint64_t share_ns; /* each client's time per turn; 0: no bound, all goes at once */
-    uint64_t turn;     /* the current turn's number */
-    uint64_t used_ns;  /* what every client spent in this turn */
+    uint64_t share_ns;    /* each client's time per turn; 0: no bound, all goes at once */
+    uint64_t turn;        /* the current turn's number */
+    uint64_t used_ns;     /* what every client spent in this turn */
+    uint64_t waited_turn; /* the last turn in which a waiting request went */
     struct turns_bucket bucket[TURNS_BUCKETS];
     int head, tail;  /* the ring of buckets with requests waiting, in turn order */
     unsigned active; /* buckets in the ring */
@@ -79,7 +84,7 @@ void turns_next(struct turns *t);
 
 /* Whether a request of FLOW may run in this turn: its client has spent
  * less than its share and, for a request that WAITED, the turn less than
- * its bound. Counts it as
+ * its bound or no waiting request has gone in this turn yet. Counts it as
  * gone at once (WAITED false) or after waiting (true) when it may, as
  * deferred when it may not and had not waited. */
 bool turns_admit(struct turns *t, uint64_t flow, bool waited);

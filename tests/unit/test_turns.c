@@ -67,6 +67,25 @@ static void test_turn_bound(void)
     ok(turns_admit(&t, 100, true), "the next turn takes the others");
 }
 
+/* Work that ran before the waiting requests in a turn (timers, write
+ * callbacks resuming pipelined requests) spent the turn's bound: the first
+ * waiting request still goes, or they could wait for as long as four
+ * clients keep that up. */
+static void test_waiting_progress(void)
+{
+    struct turns t;
+    turns_init(&t, 200 * US);
+    for (uint64_t flow = 1; flow <= TURNS_CLIENTS; flow++) {
+        ok(turns_admit(&t, flow, false), "a client's request goes at once");
+        turns_charge(&t, flow, 200 * US);
+    }
+    ok(turns_admit(&t, 100, true), "the turn's bound is spent: the first waiting one still goes");
+    turns_charge(&t, 100, 100 * US);
+    ok(!turns_admit(&t, 101, true), "  but not the next");
+    turns_next(&t);
+    ok(turns_admit(&t, 101, true), "which goes in the next turn");
+}
+
 /* Pool callbacks count too: a client whose callbacks spent its share
  * waits with its next request. */
 static void test_callbacks(void)
@@ -161,6 +180,7 @@ int main(void)
     test_flood_and_victim();
     test_crossing();
     test_turn_bound();
+    test_waiting_progress();
     test_callbacks();
     test_queue();
     test_queue_bound();
