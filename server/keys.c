@@ -35,8 +35,9 @@ static const struct config_key core_keys[] = {
      "server processes sharing the port; auto: one per online CPU", CONFIG_RESTART, NULL},
     {"partition", CONFIG_PARTITION_AUTO, CONFIG_FIELD(struct config, partition), 1, GIB, "auto",
      "SIZE|whole|auto",
-     "bytes per threadpool read of a file; auto: partition_max while no short work waits, "
-     "partition_min when some does (a plain read's rest of 256k or less: one piece)",
+     "bytes per threadpool read of a file (whole: one read, up to max_buffer_memory); auto: "
+     "partition_max while no short work waits, partition_min when some does (a plain read's "
+     "rest of 256k or less: one piece)",
      CONFIG_LIVE, NULL},
     {"partition_min", CONFIG_SIZE, CONFIG_FIELD(struct config, partition_min), 1, GIB, "64k",
      "SIZE",

@@ -329,10 +329,16 @@ static void on_granted(struct budget_waiter *w)
 int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
                bool chunked)
 {
-    /* The slots are sized for the largest piece the partition gives now. */
+    /* The slots are sized for the largest piece the partition gives now,
+     * and no larger than the budget: a `whole` file bigger than
+     * max_buffer_memory is read in pieces of that size, or it could start
+     * only once nothing else held any memory, which a steady flow of small
+     * responses may never leave. */
     size_t piece_max = src->reads_file
                            ? pump_piece(&pump->env->partition, false, src->remaining, false)
                            : src->slice;
+    if (src->reads_file && piece_max > pump->env->budget->max)
+        piece_max = pump->env->budget->max;
     pump->piece_max = piece_max ? piece_max : 1;
     pump->alloc = src->ops->size ? src->ops->size(src, pump->piece_max) : pump->piece_max;
     pump->src = src;

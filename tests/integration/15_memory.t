@@ -57,6 +57,18 @@ def many_whole():
         ok(poll(lambda: memory(srv)["held"] == 0), "and all of it is given back")
 
 
+def whole_beyond_budget():
+    """`whole` of a file larger than the budget: read in pieces of the budget,
+    or it could start only once nothing else held memory."""
+    data = random_bytes(3 * MiB, 19)
+    args = ["--partition", "whole", "--max-buffer-memory", "1m", "--file-cache", "off"]
+    with Server(files={"big.bin": data}, args=args) as srv:
+        is_(srv.get("/big.bin").body, data, "a 3 MiB file under a 1 MiB budget arrives whole")
+        m = memory(srv)
+        ok(m["peak"] <= MiB, "its pieces held no more than the budget", m)
+        is_(srv.stats()["jobs"]["read"]["completed"], 3, "three reads of 1 MiB")
+
+
 def gzip_roundtrip(port, data, chunked):
     """POST data to /gzip (chunked in uneven pieces, or with Content-Length)
     from a thread while reading the answer, as a streaming client must."""
@@ -164,6 +176,7 @@ def late_reader():
 def main():
     stalled_whole()
     many_whole()
+    whole_beyond_budget()
     gzip_matrix()
     stalled_gzip("random bytes", random_bytes(4 * MiB, 18))
     stalled_gzip("text", text_bytes(4 * MiB))
