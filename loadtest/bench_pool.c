@@ -81,7 +81,7 @@ static void read_next(struct chain *c)
         c->offset = 0;
     size_t piece = b->partition;
     if (piece == CONFIG_AUTO_SIZE)
-        piece = gateway_short_waiting(&b->gw) ? AUTO_MIN : b->auto_max;
+        piece = gateway_short_waiting(&b->gw, false) ? AUTO_MIN : b->auto_max;
     uint64_t left = b->size - c->offset;
     c->want = piece == CONFIG_WHOLE || piece > left ? (size_t)left : piece;
     struct gateway_cost cost = {

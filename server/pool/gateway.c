@@ -223,9 +223,9 @@ int gateway_cancel(struct gateway_job *job)
     return 0;
 }
 
-bool gateway_short_waiting(const struct gateway *gw)
+bool gateway_short_waiting(const struct gateway *gw, bool cpu)
 {
-    return sched_short_waiting(&gw->sched);
+    return sched_short_waiting(&gw->sched, cpu);
 }
 
 const char *gateway_class_name(enum gateway_class cls)

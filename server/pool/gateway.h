@@ -142,8 +142,9 @@ int gateway_submit(struct gateway *gw, struct gateway_job *job, enum gateway_cla
  * UV_EBUSY when it is running or done. */
 int gateway_cancel(struct gateway_job *job);
 
-/* Whether short work is waiting for a thread (partition = auto). */
-bool gateway_short_waiting(const struct gateway *gw);
+/* Whether short work is waiting that a piece's thread could go to when it
+ * ends, the piece CPU-bound (CPU) or a read: sched_short_waiting. */
+bool gateway_short_waiting(const struct gateway *gw, bool cpu);
 
 struct snapshot;
 

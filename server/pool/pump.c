@@ -272,9 +272,9 @@ static size_t next_piece(const struct pump *pump)
     const struct pump_source *src = pump->src;
     size_t piece = src->slice;
     if (src->reads_file) {
-        bool short_waiting = gateway_short_waiting(pump->env->gateway);
-        piece = pump_piece(&pump->env->partition, short_waiting, src->remaining,
-                           src->cls == GATEWAY_GZIP);
+        bool deflates = src->cls == GATEWAY_GZIP;
+        bool short_waiting = gateway_short_waiting(pump->env->gateway, deflates);
+        piece = pump_piece(&pump->env->partition, short_waiting, src->remaining, deflates);
     }
     return piece < pump->piece_max ? piece : pump->piece_max;
 }

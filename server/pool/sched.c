@@ -246,8 +246,10 @@ void sched_remove(struct sched *s, struct sched_item *item)
     item->queued = false;
 }
 
-bool sched_short_waiting(const struct sched *s)
+bool sched_short_waiting(const struct sched *s, bool cpu)
 {
+    if (!cpu && s->mode == SCHED_MODE_FAIR && s->running_cpu >= s->cpu_max)
+        return s->waiting_short > s->waiting_cpu;
     return s->waiting_short > 0;
 }
 

@@ -149,7 +149,10 @@ struct sched_item *sched_next(struct sched *s);
 /* A started ITEM has finished. */
 void sched_done(struct sched *s, const struct sched_item *item);
 
-/* Whether short work waits (partition = auto shrinks pieces then). */
-bool sched_short_waiting(const struct sched *s);
+/* Whether short work waits that a piece's thread could go to once the
+ * piece ends (partition = auto shrinks pieces then). For a CPU-bound piece
+ * (CPU) any; for a read, not the deflates cpu_max holds: a read ending
+ * frees a thread, not a place under the CPU bound. */
+bool sched_short_waiting(const struct sched *s, bool cpu);
 
 #endif

@@ -17,6 +17,14 @@ static struct sched_item *item(int i, uint64_t cost, uint64_t remaining, uint64_
     return it;
 }
 
+/* A CPU-bound item (a deflate), marked before it is pushed. */
+static struct sched_item *cpu_item(int i, uint64_t cost, uint64_t remaining, uint64_t flow)
+{
+    struct sched_item *it = item(i, cost, remaining, flow);
+    it->cpu = true;
+    return it;
+}
+
 static int index_of(const struct sched_item *it)
 {
     return it == NULL ? -1 : (int)(it - items);
@@ -185,9 +193,9 @@ static void test_remove_and_mode(void)
     sched_push(&s, item(0, 1 * MB, 16 * MB, 1));
     sched_push(&s, item(1, 1 * KB, 1 * KB, 3));
     sched_set_mode(&s, SCHED_MODE_FAIR);
-    ok(sched_short_waiting(&s), "short work waits");
+    ok(sched_short_waiting(&s, false), "short work waits");
     is_str(drain(&s, true), "1 0", "fifo to fair: short work first again");
-    ok(!sched_short_waiting(&s), "nothing waits");
+    ok(!sched_short_waiting(&s, false), "nothing waits");
 }
 
 /* The start order of DRAIN as indexes: where item WANT started (-1: never). */
@@ -298,14 +306,11 @@ static void test_cpu_bound(void)
     struct sched s;
     sched_init(&s, SCHED_MODE_FAIR, 4, 0);
     sched_set_cpu_max(&s, 1);
-    for (int i = 0; i < 8; i++) {
-        sched_push(&s, item(i, 64 * KB, 64 * KB, 1));
-        items[i].cpu = true;
-    }
+    for (int i = 0; i < 8; i++)
+        sched_push(&s, cpu_item(i, 64 * KB, 64 * KB, 1));
     is_str(drain(&s, false), "0", "one deflate runs: the CPU bound is 1");
     sched_push(&s, item(8, 8 * KB, 8 * KB, 2));
-    sched_push(&s, item(9, 64 * KB, 64 * KB, 2));
-    items[9].cpu = true;
+    sched_push(&s, cpu_item(9, 64 * KB, 64 * KB, 2));
     is_str(drain(&s, false), "8", "the other client's read starts on a free thread");
     is_int(s.counters.cpu_passed, 1, "counted as a start the CPU bound let pass");
     sched_done(&s, &items[0]);
@@ -315,6 +320,12 @@ static void test_cpu_bound(void)
     is_str(drain(&s, false), "1", "then the first client's again");
     is_int(s.running_cpu, 1, "one CPU-bound job runs");
     is_int(s.counters.bulk_over_short, 0, "no bulk over short");
+    ok(!sched_short_waiting(&s, false),
+       "only deflates the bound holds wait: a read need not shrink for them");
+    ok(sched_short_waiting(&s, true), "  a deflating piece does (its end frees their place)");
+    sched_push(&s, item(10, 8 * KB, 8 * KB, 2));
+    ok(sched_short_waiting(&s, false), "a read waits too: then it does");
+    sched_remove(&s, &items[10]);
     sched_set_mode(&s, SCHED_MODE_FIFO);
     is_str(drain(&s, false), "2 3", "fifo: no CPU bound, every free thread takes a deflate");
     sched_init(&s, SCHED_MODE_FAIR, 4, 0);
@@ -330,10 +341,8 @@ static void test_cpu_held_no_credit(void)
     struct sched s;
     sched_init(&s, SCHED_MODE_FAIR, 4, 0);
     sched_set_cpu_max(&s, 1);
-    for (int i = 0; i < 4; i++) {
-        sched_push(&s, item(i, 64 * KB, 64 * KB, 1));
-        items[i].cpu = true;
-    }
+    for (int i = 0; i < 4; i++)
+        sched_push(&s, cpu_item(i, 64 * KB, 64 * KB, 1));
     is_str(drain(&s, false), "0", "client 1's first deflate runs; the bound holds the others");
     for (int i = 0; i < 20; i++) {
         sched_push(&s, item(10 + i, 8 * KB, 8 * KB, 2));
