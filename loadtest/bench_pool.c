@@ -79,11 +79,10 @@ static void read_next(struct chain *c)
         return;
     if (c->offset >= b->size)
         c->offset = 0;
-    size_t piece = b->partition;
-    if (piece == CONFIG_AUTO_SIZE)
-        piece = gateway_short_waiting(&b->gw, false) ? AUTO_MIN : b->auto_max;
+    /* The server's own piece rule, as a plain read's. */
     uint64_t left = b->size - c->offset;
-    c->want = piece == CONFIG_WHOLE || piece > left ? (size_t)left : piece;
+    struct pump_partition part = {.size = b->partition, .min = AUTO_MIN, .max = b->auto_max};
+    c->want = pump_piece(&part, gateway_short_waiting(&b->gw, false), left, false);
     struct gateway_cost cost = {
         .bytes = c->want, .remaining = left, .flow = (uint64_t)(c - b->chains)};
     gateway_submit(&b->gw, &c->job, GATEWAY_READ, cost, read_work, read_done);

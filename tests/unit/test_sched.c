@@ -301,14 +301,21 @@ static void test_aging(void)
 
 /* A client's deflates hold at most cpu_max threads: another client's read
  * starts on a free thread at once, and its own deflate when one ends. */
+/* Four threads, a CPU bound of 1, and N deflates of client 1 queued (items
+ * 0 ..): the first runs. */
+static void deflates_held(struct sched *s, int n)
+{
+    sched_init(s, SCHED_MODE_FAIR, 4, 0);
+    sched_set_cpu_max(s, 1);
+    for (int i = 0; i < n; i++)
+        sched_push(s, cpu_item(i, 64 * KB, 64 * KB, 1));
+    is_str(drain(s, false), "0", "client 1's first deflate runs: the CPU bound is 1");
+}
+
 static void test_cpu_bound(void)
 {
     struct sched s;
-    sched_init(&s, SCHED_MODE_FAIR, 4, 0);
-    sched_set_cpu_max(&s, 1);
-    for (int i = 0; i < 8; i++)
-        sched_push(&s, cpu_item(i, 64 * KB, 64 * KB, 1));
-    is_str(drain(&s, false), "0", "one deflate runs: the CPU bound is 1");
+    deflates_held(&s, 8);
     sched_push(&s, item(8, 8 * KB, 8 * KB, 2));
     sched_push(&s, cpu_item(9, 64 * KB, 64 * KB, 2));
     is_str(drain(&s, false), "8", "the other client's read starts on a free thread");
@@ -339,11 +346,7 @@ static void test_cpu_bound(void)
 static void test_cpu_held_no_credit(void)
 {
     struct sched s;
-    sched_init(&s, SCHED_MODE_FAIR, 4, 0);
-    sched_set_cpu_max(&s, 1);
-    for (int i = 0; i < 4; i++)
-        sched_push(&s, cpu_item(i, 64 * KB, 64 * KB, 1));
-    is_str(drain(&s, false), "0", "client 1's first deflate runs; the bound holds the others");
+    deflates_held(&s, 4);
     for (int i = 0; i < 20; i++) {
         sched_push(&s, item(10 + i, 8 * KB, 8 * KB, 2));
         is_int(index_of(sched_next(&s)), 10 + i, "  client 2's read starts");
