@@ -10,7 +10,8 @@
 # the marker lines
 #     .\" @OPTIONS@     .\" @KEYS@
 # one entry per key of `BIN --help`, as an option and as a configuration
-# key, so the page cannot drift from --help. A route of the binary without
+# key, so the page cannot drift from --help (its entries joined back into
+# one line each first). A route of the binary without
 # a @ROUTE line, or a @ROUTE line for no route, fails: every endpoint is
 # described, and only those that exist. Such a line of --help reads
 #       --gzip-partition SIZE|whole  input bytes deflated per ... (default 64k)
@@ -29,6 +30,24 @@ bin=$1
 template=$2
 
 help=$("$bin" --help) || { echo "$0: $bin --help failed" >&2; exit 1; }
+# --help gives each option a head line and its description wrapped below it,
+# indented ten columns: one line per option again, as the parser reads it.
+help=$(printf '%s\n' "$help" | awk '
+/^          [^ ]/ && head != "" {
+    sub(/^ +/, "")
+    head = head (joined ? " " : "  ") $0
+    joined = 1
+    next
+}
+{
+    if (head != "")
+        print head
+    head = ""
+    joined = 0
+}
+/^(  -[A-Za-z], |      )--/ { head = $0; next }
+{ print }
+END { if (head != "") print head }')
 routes=$("$bin" --routes) || { echo "$0: $bin --routes failed" >&2; exit 1; }
 classes=$("$bin" --job-classes) || { echo "$0: $bin --job-classes failed" >&2; exit 1; }
 version=$("$bin" --version | awk '{ print $2; exit }')

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Configuration: --help/--version (every description in one column), the
+# Configuration: --help/--version (within 80 columns, every option described), the
 # config file (keys, comments, size suffixes, `whole`), flags overriding the
 # file, the positional DIR, and the fatal errors with exit status 2:
 # `FILE:LINE: message`, or `--flag: message` with the flag as it was typed;
@@ -9,7 +9,8 @@ import os
 import re
 import socket
 
-from harness import REPO, Server, is_, like, ok, run, run_bin, run_with_conf
+from harness import (REPO, Server, help_entries, help_keys, is_, like, ok, run, run_bin,
+                     run_with_conf)
 
 
 def test_help_version():
@@ -26,23 +27,23 @@ def test_help_version():
     is_(status, 0, "-V exits 0")
 
 
-def test_help_columns():
-    """Every line of --help that names an option has its description start
-    in the same column, after two spaces at least."""
+def test_help_layout():
+    """--help fits a terminal: no line is wider than 80 columns; each option
+    is a head line with its description below it; every action flag, the
+    signals and the exit statuses are there."""
     status, out, err = run_bin(["--help"])
-    cols, bad = set(), []
-    for line in out.splitlines():
-        if not re.match(r"^ +-", line):
-            continue
-        m = re.match(r"^( +-\S.*?)( {2,})\S", line)
-        if m is None:
-            bad.append(line)
-        else:
-            cols.add(len(m.group(1)) + len(m.group(2)))
-    ok(not bad, "every option line of --help has two spaces before its description",
-       "\n".join(bad))
-    is_(len(cols), 1, "every description of --help starts in the same column (%s)"
-        % sorted(cols))
+    wide = [line for line in out.splitlines() if len(line) > 80]
+    ok(not wide, "no line of --help is wider than 80 columns", "\n".join(wide))
+    entries = help_entries(out)
+    bare = [flag for _, flag, _, desc in entries if not desc]
+    ok(len(entries) > 30 and not bare, "each of %d options has a description" % len(entries),
+       "without one: %s" % bare)
+    flags = [flag for _, flag, _, _ in entries]
+    for flag in ("--config", "--routes", "--job-classes", "--help", "--version"):
+        ok(flag in flags, "--help lists %s" % flag)
+    like(out, r"(?m)^Signals:\n  SIGTERM, SIGINT: .*\n(?:.*\n)*?  SIGHUP: ", "--help names the signals")
+    like(out, r"(?m)^Exit status:\n  0: .*\n(?:.*\n)*?  1: .*\n(?:.*\n)*?  2: ",
+         "--help gives the exit statuses")
 
 
 def test_config_file():
@@ -188,7 +189,7 @@ def test_conf_covers_every_key():
     """conf/unclog.conf, the documented default, sets every key --help lists
     (the one key table), each to the default --help gives."""
     status, out, err = run_bin(["--help"])
-    keys = re.findall(r"^\s+--([a-z-]+) \S+\s.*\(default (.*?)(?:;.*)?\)$", out, re.M)
+    keys = [(flag[2:], default) for flag, default, _ in help_keys(out)]
     ok(len(keys) > 30, "--help lists %d keys with their defaults" % len(keys))
     with open(os.path.join(REPO, "conf", "unclog.conf")) as f:
         conf = dict(re.findall(r"^([a-z_]+) = (.*?)\s*$", f.read(), re.M))
@@ -201,7 +202,7 @@ def test_conf_covers_every_key():
 
 def main():
     test_help_version()
-    test_help_columns()
+    test_help_layout()
     test_conf_covers_every_key()
     test_config_file()
     test_positional_dir()

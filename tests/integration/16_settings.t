@@ -10,8 +10,8 @@ import re
 import socket
 import subprocess
 
-from harness import (BIN, KiB, MiB, Conn, Server, is_, like, ok, poll, random_bytes, run,
-                     run_with_conf, skip_test)
+from harness import (BIN, KiB, MiB, Conn, Server, help_keys, is_, like, ok, poll, random_bytes,
+                     run, run_with_conf, skip_test)
 
 BIG = random_bytes(16 * MiB, 21)
 
@@ -72,8 +72,8 @@ def changes():
         # The one key table: every key --help calls live is in /settings and
         # takes a live change; no other key is there.
         out = subprocess.run([BIN, "--help"], capture_output=True, text=True).stdout
-        live = sorted(re.findall(r"^\s+--([a-z-]+) .*; live: POST /settings\)$", out, re.M))
-        live = [k.replace("-", "_") for k in live]
+        live = sorted(flag[2:].replace("-", "_") for flag, _, desc in help_keys(out)
+                      if desc.endswith("; live: POST /settings)"))
         status, s = settings(srv)
         is_(sorted(k for k in s if k not in ("admin", "changed_ms")), live,
             "/settings shows exactly the %d keys --help calls live" % len(live))

@@ -15,7 +15,7 @@ import stat
 import subprocess
 import tempfile
 
-from harness import REPO, is_, like, note, ok, run, run_bin, skip_test
+from harness import REPO, help_entries, is_, like, note, ok, run, run_bin, skip_test
 
 PREFIX = "/usr/local"
 BINDIR = PREFIX + "/bin"
@@ -86,19 +86,15 @@ def parse_help():
     status, out, err = run_bin(["--help"])
     is_(status, 0, "--help exits 0")
     options, keys, nodefault = [], [], []
-    for line in out.splitlines():
-        m = re.match(r"^  (-\w), (--[\w-]+)", line)
-        if m:
-            options += [m.group(1), m.group(2)]
-            continue
-        m = re.match(r"^ +(--[a-z0-9][\w-]*) ", line)
-        if m:
-            options.append(m.group(1))
-            d = re.search(r"\(default ([^;()]*)(?:;[^()]*)?\)\s*$", line)
-            if d:
-                keys.append((m.group(1)[2:].replace("-", "_"), d.group(1)))
-            else:
-                nodefault.append(line)
+    for short, flag, arg, desc in help_entries(out):
+        options += [short, flag] if short else [flag]
+        if short or not arg:
+            continue  # -c FILE and the actions are options, not keys
+        d = re.search(r"\(default ([^;()]*)(?:;[^()]*)?\)$", desc)
+        if d:
+            keys.append((flag[2:].replace("-", "_"), d.group(1)))
+        else:
+            nodefault.append(flag)
     ok(len(keys) >= 20, "--help lists the configuration keys (%d)" % len(keys), out)
     ok(not nodefault, "--help gives each key's default", "\n".join(nodefault))
     return options, keys

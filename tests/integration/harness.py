@@ -197,6 +197,38 @@ def run_bin(args, timeout=10, cwd=None):
     return status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
+
+HELP_HEAD = re.compile(r"^(?:  (-\w), |      )(--[a-z0-9][\w-]*)(?: (\S+))?$")
+
+
+def help_entries(text):
+    """--help's options as [(short, flag, arg, description)]: each entry is
+    a head line ("  -c, --config FILE" or "      --listen ADDR:PORT") and
+    its description below it, indented ten columns, joined into one line.
+    short and arg are "" when the option has none."""
+    entries = []
+    for line in text.splitlines():
+        m = HELP_HEAD.match(line)
+        if m:
+            entries.append([m.group(1) or "", m.group(2), m.group(3) or "", ""])
+        elif entries and entries[-1] is not None and re.match(r"^ {10}\S", line):
+            entries[-1][3] = (entries[-1][3] + " " + line.strip()).strip()
+        elif entries:
+            entries.append(None)  # a blank line or a heading: the options end
+    return [tuple(e) for e in entries if e is not None]
+
+
+def help_keys(text):
+    """The configuration keys of --help: [(flag, default, description)], each
+    with its value read from the description's final "(default ...)" part."""
+    keys = []
+    for short, flag, arg, desc in help_entries(text):
+        d = re.search(r"\(default ([^;()]*)(?:;[^()]*)?\)$", desc)
+        if arg and not short and d:
+            keys.append((flag, d.group(1), desc))
+    return keys
+
+
 def run_with_conf(text, args=(), timeout=10):
     """run_bin() with a config file holding text (in a temp dir, removed
     after), port 0 and no access log: for configurations the server must
