@@ -7,6 +7,7 @@
 #   make deps         install the Debian packages the build needs (root)
 #   make loadtest     the fairness experiment, quick pass (see loadtest/README.md)
 #   make format-check clang-format dry run
+#   make clean        build/; make distclean: the load tests' fixtures too (~620 MB)
 #   make tools        every binary and page a documented target builds (CI)
 #   make install      binary, man page, config, example site, systemd unit
 #                     (PREFIX=/usr/local, DESTDIR; see install.mk); make uninstall
@@ -68,7 +69,7 @@ HEADERS     := $(wildcard server/*.h server/*/*.h handlers/*.h handlers/*/*.h te
 # $(call objs,DIR,SOURCES) -> object paths under DIR
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all run test test-asan unit unit-asan format format-check clean \
+.PHONY: all run test test-asan unit unit-asan format format-check clean distclean \
         loadtest loadtest-full bench asan
 all: build/unclog
 
@@ -172,6 +173,11 @@ format-check:
 
 clean:
 	rm -rf build
+
+# The load tests' fixtures too (loadtest/fixtures/, about 620 MB once the
+# attacks have run): made again by the next load test.
+distclean: clean
+	rm -rf loadtest/fixtures
 
 # Every artefact a documented target builds, built without running anything:
 # CI builds them all, so a new module cannot silently break a tool.

@@ -109,17 +109,34 @@ static void die_holding(struct control *ctl)
     lock(ctl);
 }
 
+/* Reads the settings with stderr going to the file named by log_path, so
+ * that the warning the takeover logs is read by the test, not printed. */
+static const char *log_path;
 static void read_it(struct control *ctl)
 {
+    if (freopen(log_path, "w", stderr) == NULL)
+        _exit(3);
     struct control_view v;
     control_read(ctl, &v);
+    fflush(stderr);
 }
 
 static void test_robust(struct control *ctl)
 {
+    char path[] = "/tmp/unclog-test-control-XXXXXX", text[512] = "";
+    int fd = mkstemp(path);
+    if (!ok(fd >= 0, "a file for the child's log"))
+        return;
+    log_path = path;
     int status = in_child(die_holding, ctl);
     ok(WIFEXITED(status), "a process exits holding the lock");
     status = in_child(read_it, ctl);
+    ssize_t n = read(fd, text, sizeof text - 1);
+    text[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    ok(strstr(text, "a worker died holding the settings lock") != NULL,
+       "the takeover is logged as a warning");
     if (!ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
             "another still takes it, in another process"))
         return; /* the lock is gone for good: taking it here would hang */
