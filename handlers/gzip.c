@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -324,3 +325,28 @@ static void gzip_stats(const struct server *srv, const void *state, struct snaps
 
 const struct module gzip_module = {
     .name = "gzip", .routes = gzip_routes, .config = &gzip_config_table, .stats = gzip_stats};
+
+bool gzip_accepted(const char *accept)
+{
+    bool star = false;
+    for (const char *p = accept; p != NULL && *p != '\0';) {
+        p += strspn(p, " \t,");
+        size_t name = strcspn(p, " \t;,");
+        const char *end = p + strcspn(p, ",");
+        const char *q = memchr(p, ';', (size_t)(end - p));
+        /* q=0 (and 0.0, 0.00...) refuses; any other weight accepts. */
+        bool refused = false;
+        if (q != NULL) {
+            q += strspn(q, "; \t");
+            if (strncasecmp(q, "q=", 2) == 0)
+                refused = strtod(q + 2, NULL) <= 0.0;
+        }
+        if ((name == 4 && strncasecmp(p, "gzip", 4) == 0) ||
+            (name == 6 && strncasecmp(p, "x-gzip", 6) == 0))
+            return !refused;
+        if (name == 1 && *p == '*')
+            star = !refused;
+        p = end;
+    }
+    return star;
+}

@@ -1,6 +1,7 @@
 #ifndef UNCLOG_GZIP_H
 #define UNCLOG_GZIP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "server/http/conn.h"
@@ -29,5 +30,9 @@ struct gzip_config {
  * file read), and closes FD after the last read. Takes FD. Returns NULL when
  * out of memory (FD is then closed). */
 struct pump_source *gzip_file_source(int fd, uint64_t size);
+
+/* Whether an Accept-Encoding value ACCEPT (NULL: no such header) allows
+ * gzip (RFC 9110 12.5.3): gzip or x-gzip, else *, with a weight above 0. */
+bool gzip_accepted(const char *accept);
 
 #endif

@@ -1,11 +1,20 @@
 #include "handlers/observe/dashboard.h"
 
+#include "handlers/gzip.h"
+
 static int dashboard_on_request(struct conn *c, const struct request *req)
 {
+    bool gz = gzip_accepted(req->headers[HEADER_ACCEPT_ENCODING]);
     conn_head_start(c, 200);
     /* no-cache: a browser asks again, so a rebuilt server shows its own page. */
-    conn_head_add(c, "Content-Type: text/html; charset=utf-8\r\nCache-Control: no-cache\r\n");
-    conn_send_body(c, (const char *)dashboard_page, dashboard_page_len);
+    conn_head_add(c,
+                  "Content-Type: text/html; charset=utf-8\r\nCache-Control: no-cache\r\n"
+                  "Vary: Accept-Encoding\r\n%s",
+                  gz ? "Content-Encoding: gzip\r\n" : "");
+    if (gz)
+        conn_send_body(c, (const char *)dashboard_page_gz, dashboard_page_gz_len);
+    else
+        conn_send_body(c, (const char *)dashboard_page, dashboard_page_len);
     return 0;
 }
 

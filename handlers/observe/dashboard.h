@@ -15,9 +15,10 @@ extern const struct module dashboard_module;
 
 #define DASHBOARD_PATH "/.unclog/dashboard"
 
-/* The page's bytes: build/gen/dashboard_page.c, which the Makefile
- * generates from static/dashboard.html. */
-extern const unsigned char dashboard_page[];
-extern const size_t dashboard_page_len;
+/* The page's bytes, and the same gzipped (sent to a client that accepts
+ * gzip): build/gen/dashboard_page.c, which the Makefile generates from
+ * static/dashboard.html. */
+extern const unsigned char dashboard_page[], dashboard_page_gz[];
+extern const size_t dashboard_page_len, dashboard_page_gz_len;
 
 #endif

@@ -249,32 +249,6 @@ static void redirect(struct conn *c, struct open_job *j)
     conn_send_text(c, "301 Moved Permanently\n");
 }
 
-/* Does Accept-Encoding allow gzip (RFC 9110 12.5.3)? */
-static bool accepts_gzip(const char *accept)
-{
-    bool star = false;
-    for (const char *p = accept; p != NULL && *p != '\0';) {
-        p += strspn(p, " \t,");
-        size_t name = strcspn(p, " \t;,");
-        const char *end = p + strcspn(p, ",");
-        const char *q = memchr(p, ';', (size_t)(end - p));
-        /* q=0 (and 0.0, 0.00...) refuses; any other weight accepts. */
-        bool refused = false;
-        if (q != NULL) {
-            q += strspn(q, "; \t");
-            if (strncasecmp(q, "q=", 2) == 0)
-                refused = strtod(q + 2, NULL) <= 0.0;
-        }
-        if ((name == 4 && strncasecmp(p, "gzip", 4) == 0) ||
-            (name == 6 && strncasecmp(p, "x-gzip", 6) == 0))
-            return !refused;
-        if (name == 1 && *p == '*')
-            star = !refused;
-        p = end;
-    }
-    return star;
-}
-
 /* Is media TYPE (parameters ignored) listed in TYPES? A "text/STAR" entry matches any text. */
 static bool compressible(const char *type, const char *types)
 {
@@ -318,7 +292,7 @@ static void choose_rep(struct conn *c, struct file *f, const char *type, struct 
     *vary = (cfg->gzip_files || cfg->gzip_static) && compressible(type, cfg->gzip_types);
     /* Ranges are served from the identity encoding only. */
     bool gzip_ok = *vary && req->headers[HEADER_RANGE] == NULL &&
-                   accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
+                   gzip_accepted(req->headers[HEADER_ACCEPT_ENCODING]);
     if (gzip_ok && f->gz_fd >= 0) {
         rep->gzip_static = true;
         rep->fd = f->gz_fd;
@@ -564,8 +538,8 @@ static int static_on_request(struct conn *c, const struct request *req)
         return rc == -EINVAL ? 400 : rc == -EACCES ? 403 : 414;
     }
     bool ranged = req->headers[HEADER_RANGE] != NULL;
-    j->gzip_possible =
-        (cfg->gzip_static || cfg->gzip_files) && accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
+    j->gzip_possible = (cfg->gzip_static || cfg->gzip_files) &&
+                       gzip_accepted(req->headers[HEADER_ACCEPT_ENCODING]);
     struct cache *cache = file_cache(srv);
     bool cached = cache->enabled && !ranged;
     if (cached && send_cached(c, j, j->gzip_possible)) {

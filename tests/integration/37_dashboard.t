@@ -2,9 +2,11 @@
 # The dashboard built into the binary: served at /.unclog/dashboard whatever
 # the root (an empty directory here), the bytes of static/dashboard.html as
 # text/html, named by the startup line, one file that loads nothing but
-# /stats, /stats/history and /settings; and a site's own files,
-# /dashboard.html and the rest of /.unclog/ included, stay the site's.
+# /stats, /stats/history and /settings, gzipped for a client that accepts it;
+# and a site's own files, /dashboard.html and the rest of /.unclog/ included,
+# stay the site's.
 # 35_browser.t renders it.
+import gzip
 import os
 import re
 
@@ -38,6 +40,26 @@ def empty_root():
             "/stats counts the dashboard's route: 3 pages, 1 refusal")
 
 
+def gzipped():
+    """A client that accepts gzip gets the page gzipped (made at build time),
+    which unpacks to the same bytes; one that does not, or refuses it, the
+    page as it is; both told Vary: Accept-Encoding."""
+    with Server(name="server for the gzipped dashboard") as srv:
+        r = srv.get(PATH, headers={"Accept-Encoding": "gzip, deflate, br"})
+        is_((r.status, r.header("Content-Encoding"), r.header("Vary")),
+            (200, "gzip", "Accept-Encoding"), "Accept-Encoding: gzip: the page gzipped")
+        ok(gzip.decompress(r.body) == PAGE and len(r.body) * 3 < len(PAGE),
+           "it unpacks to static/dashboard.html (%d bytes for %d)" % (len(r.body), len(PAGE)))
+        r = srv.head(PATH, headers={"Accept-Encoding": "gzip"})
+        is_((r.status, r.header("Content-Encoding"), r.body), (200, "gzip", b""),
+            "HEAD with gzip: the same head, no body")
+        for accept in (None, "gzip;q=0", "identity"):
+            headers = {"Accept-Encoding": accept} if accept else {}
+            r = srv.get(PATH, headers=headers)
+            is_((r.header("Content-Encoding"), r.header("Vary"), r.body == PAGE),
+                (None, "Accept-Encoding", True), "Accept-Encoding %r: the page as it is" % accept)
+
+
 def self_contained():
     """Nothing for the browser to fetch from the root: every src and href is
     data: or in the page, CSS imports nothing, and the script fetches only
@@ -67,6 +89,7 @@ def site_files_win():
 
 def main():
     empty_root()
+    gzipped()
     self_contained()
     site_files_win()
 
