@@ -569,6 +569,21 @@ def dashboard_live(chromium):
            "errors: %r" % flood.errors[:5])
         time.sleep(preroll)
 
+        # The presenter keys: the ? button shows them, and a click closes them.
+        browser.click("btn-keys")
+        is_(page.eval('document.getElementById("keys").hidden'), False,
+            "the ? button shows the presenter keys")
+        like(browser.text("keys"), r"(?s)1 – 5.*partition.*S.*scheduler.*T.*\?set=",
+             "they list 1-5, S, T and ?set=")
+        browser.click("keys")
+        is_(page.eval('document.getElementById("keys").hidden'), True, "a click closes them")
+        is_(page.eval('document.getElementById("hero").dataset.settling'), "0",
+            "no change yet: the latency is not settling")
+        # Every value #hero's data-settling takes from here on.
+        page.eval('window.settling = []; new MutationObserver(() => window.settling.push('
+                  'document.getElementById("hero").dataset.settling)).observe('
+                  'document.getElementById("hero"), {attributeFilter: ["data-settling"]}); 1')
+
         # The switch, as a presenter does it: a click on "64k".
         polls_before = int(page.eval("document.body.dataset.polls"))
         browser.click("set-partition-64k")
@@ -584,6 +599,9 @@ def dashboard_live(chromium):
         browser.wait('+document.body.dataset.polls >= %d && +document.body.dataset.uptime > %d'
                      % (polls_before + 3, changed or 0),
                      "the page polled /stats three more times after the switch")
+        # (Each poll sets it again: the values, runs collapsed, must be 1 then 0.)
+        browser.wait('window.settling.filter((v, i, a) => v !== a[i - 1]).join() === "1,0"',
+                     "after the switch the latency was marked settling, then no longer", timeout=30)
         dom = page.eval("document.documentElement.outerHTML")
         is_(text_of(dom, "partition"), "64k", "#partition shows 64k")
         is_(text_of(dom, "status"), "live", "#status is live")
