@@ -40,6 +40,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import urllib.error
@@ -147,6 +148,10 @@ CLOGGED = ["--partition", "whole", "--scheduler", "fifo", "--file-cache", "off"]
 def start_server(procs, args, logpath, settings=CLOGGED):
     """unclog with these settings; returns (process, port) once it listens."""
     port = args.port if port_free(args.port) else free_port()
+    if args.port and port != args.port:
+        log(f"WARNING: port {args.port} is taken (another server?); the demo uses {port}. "
+            f"A tab or bookmark on :{args.port} shows that other server, not this one "
+            "(--port N picks another).")
     cmd = [args.unclog, "-c", os.path.join(TEMPLATES, "unclog.conf"),
            "--listen", f"127.0.0.1:{port}", "--root", args.dir, "--admin", "on",
            "--access-log", "off", "--threads", "4", "--workers", args.workers, *settings,
@@ -264,7 +269,9 @@ class Ticker:
         probe = (ms(win["p50_ms"]), ms(win["p99_ms"])) if win["ok"] else ("–", "–")
         errs = f"  ({win['errors']} errors, {win['timeouts']} timeouts)" \
             if win["errors"] or win["timeouts"] else ""
-        log(self.ROW.format(now - self.start, setting or "–", *probe, ms(small),
+        # The window's own end (the probe's monotonic clock, as time.monotonic's):
+        # a line read late still says its second, in order, none twice.
+        log(self.ROW.format(win["t"] - self.start, setting or "–", *probe, ms(small),
                             f"{mb_s:,.0f}" if mb_s is not None else "–", errs))
 
 
@@ -397,12 +404,15 @@ def number(v):
     return f"{v:,}" if isinstance(v, int) else ms(v) if isinstance(v, float) else str(v)
 
 
+# The top_clients fields the screen shows, in this order (the rest are in /stats).
+ROW_FIELDS = ("connections", "refused", "evicted")
+
+
 def client_row(row):
-    """One top_clients row for the screen, whatever fields it has: '127.0.0.3 conns 255, ...'."""
+    """One top_clients row for the screen: '127.0.0.3 conns 255, refused 9, evicted 40'."""
     if not row:
         return "–"
-    fields = ", ".join(f"{SHORT.get(k, k)} {number(v)}" for k, v in row.items()
-                       if k != "client" and not isinstance(v, (dict, list)))
+    fields = ", ".join(f"{SHORT.get(k, k)} {number(row[k])}" for k in ROW_FIELDS if k in row)
     return f"{row.get('client', '?')} {fields}"
 
 
@@ -426,9 +436,9 @@ class Step:
 class AttackTicker:
     """A line a second: the victim's window, the attacker's last window, the top client."""
 
-    HEADER = ("   time  step          victim p50 ms  p99 ms  errors   attacker req/s   "
-              "top client (/stats top_clients)")
-    ROW = "{:>5.0f} s  {:<12} {:>14} {:>7} {:>7} {:>16}   {}"
+    HEADER = ("   time  step           victim p50 ms  p99 ms errors  attacker req/s  "
+              "top client (/stats)")
+    ROW = "{:>5.0f} s  {:<13} {:>14} {:>7} {:>6} {:>15}  {}"
 
     def __init__(self, port, start):
         self.port, self.start = port, start
@@ -442,7 +452,7 @@ class AttackTicker:
         last = step.windows[-1] if step and step.windows and step.end is None else None
         rate = f"{last['ok'] / last['window_s']:,.0f}" if last and last["window_s"] > 0 else "–"
         probe = (ms(win["p50_ms"]), ms(win["p99_ms"])) if win["ok"] else ("–", "–")
-        log(self.ROW.format(time.monotonic() - self.start, step.name if step else "–", *probe,
+        log(self.ROW.format(win["t"] - self.start, step.name if step else "–", *probe,
                             win["errors"] + win["timeouts"], rate,
                             client_row(rows[0] if rows else None)))
 
@@ -494,8 +504,8 @@ def step_figures(step, settle):
 def attack_report(rows, settle, path):
     """The table (attack × scheduler), attack.json, the load average."""
     log(f"\nThe attack act (victim {VICTIM_FROM}, attacker {ATTACKER_FROM}; each step's "
-        f"first {settle:g} s left out):\n")
-    log("| attack | scheduler | victim p50 ms | victim p99 ms | victim errors | victim 503 | "
+        f"first {settle:g} s left out; times in ms):\n")
+    log("| attack | scheduler | victim p50 | victim p99 | victim errors | victim 503 | "
         "attacker req/s | attacker 503 | evicted |")
     log("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -625,7 +635,9 @@ def attack_step(procs, args, port, ctx, step, csv):
     attacker, alines = start_attacker(procs, args, port, step.attack[2], seconds)
     until = time.monotonic() + seconds
     log(f"--- {step.name} (attacker pid {attacker.pid}; POST /settings "
-        f"scheduler={step.scheduler}: {status}): {step.attack[1]} ---")
+        f"scheduler={step.scheduler}: {status}) ---")
+    log(textwrap.fill(step.attack[1], width=100, initial_indent="    ",
+                      subsequent_indent="    "))
     held = warm_up(ctx, args, step, port)
     victim, ctx["lines"] = start_victim(procs, args, port, args.phase, csv)
     ctx.update(final=None, ended=False)
@@ -711,8 +723,34 @@ def run(args, procs):
     return 0 if rc == 0 and not orphans else 1
 
 
+def busy_cpus(seconds=1.0):
+    """The share of this machine's CPU time (0..1) that was not idle over SECONDS,
+    from /proc/stat, before the demo starts anything; None where unknown."""
+    def times():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + (v[4] if len(v) > 4 else 0)  # all, idle + iowait
+    try:
+        all0, idle0 = times()
+        time.sleep(seconds)
+        all1, idle1 = times()
+    except (OSError, ValueError, IndexError):
+        return None
+    return 1 - (idle1 - idle0) / (all1 - all0) if all1 > all0 else None
+
+
+def warn_if_busy():
+    """The figures on the screen assume a quiet machine: say so when it is not."""
+    busy = busy_cpus()
+    if busy is not None and busy > 0.25:
+        log(f"WARNING: the machine is busy before the demo starts ({busy:.0%} of its CPU time "
+            "in use): other work will share the server's CPU and the figures will jump. "
+            "Stop it (a browser build, a test run, an indexer) for a talk.")
+
+
 def main(argv=None):
     args = parse_args(argv)
+    warn_if_busy()
     if not all(os.access(x, os.X_OK) for x in (args.unclog, args.probe)):
         sys.exit("build/unclog or build/probe missing: run make build/unclog build/probe")
     try:

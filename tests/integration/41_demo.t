@@ -7,7 +7,9 @@
 # flood and a /gzip flood from 127.0.0.3, each under fifo and fair, against
 # the victim's probe from 127.0.0.2) and prints its table: every row, no 503
 # for the victim under the hog, the hog refused or evicted (its own summary
-# and /stats), nothing left running. Also build/probe --flood on its own.
+# and /stats), nothing left running; its lines in time order, within 120
+# columns; a taken port and a busy machine warned at start. Also build/probe
+# --flood on its own.
 #
 # Needs build/probe (make test builds it); never compiles.
 import json
@@ -129,6 +131,9 @@ def check_duration(root):
     rc = demo.wait(20)
     demo.check("--duration 4", rc, flood)
     ok(len(LINE.findall(demo.out)) >= 3, "--duration 4: a line a second", demo.out)
+    secs = [float(t) for t in re.findall(r"(?m)^ *(\d+) s  \S", demo.out)]
+    ok(all(a < b for a, b in zip(secs, secs[1:])), "--duration 4: its seconds in order, none twice",
+       demo.out)
     like(demo.out, r"(?m)^ *\d+ s  whole fifo +[\d.,]+ +[\d.,]+ +[\d.,]+ +[\d,]+",
          "--duration 4: lines show the setting, the probe's p50/p99, the server's p99, MB/s")
 
@@ -181,6 +186,8 @@ def check_attack(root):
     is_(rows, ATTACK_ROWS, "--act attack: the table has a row per attack and scheduler")
     like(demo.out, r"(?m)^ *\d+ s  hog · fair +\S+ +\S+ +\d+ ",
          "--act attack: lines a second name the step")
+    wide = [line for line in demo.out.splitlines() if len(line) > 120 and "WARNING" not in line]
+    ok(not wide, "--act attack: no line wider than 120 columns", "\n".join(wide[:3]))
     try:
         with open(os.path.join(root, "attack.json")) as f:
             steps = {(s["attack"], s["scheduler"]): s for s in json.load(f)["steps"]}
@@ -222,6 +229,32 @@ def check_attack_sigint(root):
     is_([p for p in under if alive(p)], [], "--act attack, SIGINT: nothing it started is left")
 
 
+def check_warnings(root):
+    """A taken port and a busy machine are said at start, before anything runs."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        cmd = [sys.executable, DEMO, "--port", str(port), "--dir", root, "--flood-size", "1m",
+               "--connections", "1", "--rate", "20", "--duration", "1", "--no-wrk",
+               "--unclog", BIN, "--probe", PROBE]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60 * SLOW, cwd=REPO,
+                             env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()
+        taken.close()
+    text = out.stdout + out.stderr
+    is_(out.returncode, 0, "a taken port: the demo still runs, elsewhere")
+    like(text, r"WARNING: port %d is taken .*the demo uses \d+" % port,
+         "a taken port: a warning names it and the port used instead")
+    like(text, r"WARNING: the machine is busy before the demo starts \(\d+%",
+         "two processes spinning: a warning that the machine is busy")
+
+
 def check_probe_flood():
     srv = Server(files={"big.bin": os.urandom(MiB)}, name="flood target").start()
     out = subprocess.run([PROBE, "--port", str(srv.port), "--flood", "3", "--get", "/big.bin",
@@ -254,6 +287,7 @@ def main():
     try:
         check_probe_flood()
         check_duration(root)
+        check_warnings(root)
         check_sigint(root)
         check_script(root)
         check_attack(root)
