@@ -1,7 +1,12 @@
 #include "handlers/observe/dashboard.h"
 
+#include "handlers/observe/stats.h"
+
+/* The page shows what /stats does: it answers the viewers /stats answers. */
 static int dashboard_on_request(struct conn *c, const struct request *req)
 {
+    if (stats_view(c) == STATS_REFUSED)
+        return stats_refuse(c);
     conn_head_start(c, 200);
     /* no-cache: a browser asks again, so a rebuilt server shows its own page. */
     conn_head_add(c, "Content-Type: text/html; charset=utf-8\r\nCache-Control: no-cache\r\n");
