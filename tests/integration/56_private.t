@@ -110,6 +110,46 @@ def bad_values():
         like(err, r":1: stats_from: .*%s" % shown.replace(".", r"\."), "  saying why, at file:line")
 
 
+FORM = "application/x-www-form-urlencoded"
+# What a reverse proxy on this machine adds (nginx's proxy_pass sends Host
+# $proxy_host: 127.0.0.1:PORT, and no Origin).
+PROXY_HEADERS = (("Forwarded", "for=203.0.113.9"), ("X-Forwarded-For", "203.0.113.9"),
+                 ("X-Real-IP", "203.0.113.9"), ("Via", "1.1 proxy"),
+                 ("x-forwarded-for", "203.0.113.9"))
+
+
+def settings(srv, method, target="/settings", headers=(), body=None):
+    """One request to /settings from 127.0.0.1, with Host 127.0.0.1:PORT and
+    HEADERS: (status, body text)."""
+    headers = [("Host", "127.0.0.1:%d" % srv.port)] + list(headers)
+    if body is not None:
+        headers.append(("Content-Type", FORM))
+    with Conn(srv.port) as c:
+        r = c.roundtrip(method, target, headers=headers, body=body, host=False)
+    return r.status, r.body.decode("utf-8", "replace")
+
+
+def proxied_settings():
+    with Server(args=["--admin", "on"]) as srv:
+        is_(settings(srv, "GET")[0], 200, "/settings from 127.0.0.1, no proxy header: 200")
+        for name, value in PROXY_HEADERS:
+            for method, body in (("GET", None), ("POST", b"partition=4k")):
+                status, text = settings(srv, method, headers=[(name, value)], body=body)
+                is_(status, 403, "%s /settings carrying %s: 403" % (method, name))
+                like(text, r"a proxied request .* is refused", "  saying why")
+        is_(srv.stats()["settings"]["partition"], "auto", "no proxied POST changed anything")
+        here = "127.0.0.1:%d" % srv.port
+        for authority in ("example.com", "example.com:%d" % srv.port, OUTSIDE):
+            status, text = settings(srv, "GET", "http://%s/settings" % authority)
+            is_(status, 403, "GET http://%s/settings under Host %s: 403" % (authority, here))
+            like(text, r"an absolute-form target must name localhost", "  saying why")
+        status, _ = settings(srv, "POST", "http://example.com/settings", body=b"partition=4k")
+        ok(status in (400, 403), "POST http://example.com/settings is refused (%d)" % status)
+        is_(srv.stats()["settings"]["partition"], "auto", "  and changed nothing")
+        is_(settings(srv, "GET", "http://%s/settings" % here)[0], 200,
+            "GET http://%s/settings (its own authority): 200" % here)
+
+
 def main():
     if not outside_available():
         ok(False, "%s is an address of this machine (the tests need a non-loopback peer)"
@@ -119,6 +159,7 @@ def main():
     let_in(None)
     let_in("full")
     bad_values()
+    proxied_settings()
 
 
 run(main)
