@@ -11,7 +11,7 @@
 import json
 import socket
 
-from harness import Conn, Server, is_, like, ok, poll, run, run_with_conf
+from harness import Conn, Prometheus, Server, is_, like, ok, poll, run, run_with_conf
 
 OUTSIDE = "192.0.2.2"  # this machine's non-loopback address
 VISITOR = "127.0.0.3"  # another client, whose address must not leak
@@ -110,6 +110,23 @@ def bad_values():
         like(err, r":1: stats_from: .*%s" % shown.replace(".", r"\."), "  saying why, at file:line")
 
 
+def prometheus_elsewhere():
+    """The README's example: a Prometheus on another host, let in by its
+    address. Here it scrapes 192.0.2.2, so the server sees it from there."""
+    if not Prometheus.installed("a real Prometheus off loopback scrapes /metrics"):
+        return
+    with Server(args=["--listen", "0.0.0.0:0", "--stats-from", OUTSIDE]) as srv:
+        with Prometheus(srv.port, "1s", host=OUTSIDE) as prom:
+            def scraped():
+                up = prom.query('up{job="unclog"}')
+                return up and up[0]["value"][1] == "1" and up
+
+            ok(poll(scraped, timeout=20, interval=0.25),
+               "stats_from = %s: a Prometheus scraping %s:PORT has up 1" % (OUTSIDE, OUTSIDE))
+        st = srv.stats()
+        is_(st["responses"]["/metrics"]["4xx"], 0, "  no scrape was refused")
+
+
 FORM = "application/x-www-form-urlencoded"
 # What a reverse proxy on this machine adds (nginx's proxy_pass sends Host
 # $proxy_host: 127.0.0.1:PORT, and no Origin).
@@ -160,6 +177,7 @@ def main():
     let_in("full")
     bad_values()
     proxied_settings()
+    prometheus_elsewhere()
 
 
 run(main)
