@@ -73,10 +73,10 @@ static void refuse_connection(struct server *srv, int fd, const struct sockaddr 
     close(fd);
     if (srv->refused_logged++ == 0) {
         const struct config *cfg = srv->cfg;
-        struct client_addr client;
+        struct addr_prefix client;
         char text[64];
         client_of(addr, cfg->client_prefix.v4, cfg->client_prefix.v6, &client);
-        client_format(&client, text, sizeof text);
+        addr_prefix_format(&client, text, sizeof text);
         log_warn("max_connections (%u) reached: 503 to %s (%s)", cfg->max_connections, text,
                  why == CLIENTS_TOP_CLIENT ? "its client holds the most connections"
                                            : "no idle connection to close for it");

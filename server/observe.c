@@ -28,7 +28,7 @@ static const struct snap_def worker_def = {
     .merge = SNAP_OWN};
 /* /stats' alone: it names the process, it measures nothing; Prometheus
  * names its target by address (and unclog_worker tells workers apart). */
-static const struct snap_def pid_def = {.key = "pid", .merge = SNAP_OWN};
+static const struct snap_def pid_def = {.key = "pid", .merge = SNAP_OWN, .private = true};
 static const struct snap_def uptime_def = {
     .key = "uptime_ms",
     .metric = "unclog_uptime_seconds",

@@ -517,7 +517,7 @@ static const struct snap_def worker_up_def = {
     .help = "Whether the worker of this slot runs now (else the master forks it again).",
     .merge = SNAP_OWN};
 /* /stats' alone, as the top-level pid. */
-static const struct snap_def worker_pid_def = {.key = "pid", .merge = SNAP_OWN};
+static const struct snap_def worker_pid_def = {.key = "pid", .merge = SNAP_OWN, .private = true};
 static const struct snap_def worker_uptime_def = {
     .key = "uptime_ms",
     .metric = "unclog_worker_uptime_seconds",

@@ -1,9 +1,13 @@
 #include "handlers/observe/dashboard.h"
 
 #include "handlers/gzip.h"
+#include "handlers/observe/stats.h"
 
+/* The page shows what /stats does: it answers the viewers /stats answers. */
 static int dashboard_on_request(struct conn *c, const struct request *req)
 {
+    if (stats_view(c) == STATS_REFUSED)
+        return stats_refuse(c);
     bool gz = gzip_accepted(req->headers[HEADER_ACCEPT_ENCODING]);
     conn_head_start(c, 200);
     /* no-cache: a browser asks again, so a rebuilt server shows its own page. */

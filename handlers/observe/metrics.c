@@ -128,11 +128,11 @@ static bool in_family(const struct snap_entry *e, const char *metric)
 
 /* The snapshot as Prometheus text: a family's HELP and TYPE where its first
  * figure is, then every series of it, all together as the format wants. */
-void metrics_render(struct buf *o, const struct snapshot *s)
+void metrics_render(struct buf *o, const struct snapshot *s, bool full)
 {
     for (size_t i = 0; i < s->len; i++) {
         const struct snap_entry *e = &s->entry[i];
-        if (e->type != SNAP_FIGURE || e->def->metric == NULL)
+        if (e->type != SNAP_FIGURE || e->def->metric == NULL || (e->def->private && !full))
             continue;
         const char *metric = e->def->metric;
         bool written = false;

@@ -117,6 +117,14 @@ const char *settings_refusal(const struct request *req)
 {
     size_t host_len = 0, len;
     const char *host = req->headers[HEADER_HOST], *v;
+    /* A reverse proxy or a tunnel on this machine is a loopback client
+     * for whoever it serves, with a loopback Host of its own choosing. */
+    if (req->proxied_by != NULL)
+        return "a proxied request (Forwarded, X-Forwarded-For, X-Real-IP or Via) is refused: "
+               "through a proxy on this machine any client looks like a loopback one";
+    if (req->authority != NULL && !loopback_host(req->authority, req->authority_len))
+        return "an absolute-form target must name localhost, 127.x.y.z or [::1] (RFC 9112 "
+               "3.2.2: its authority, not Host, names the host)";
     if (host != NULL)
         host = trimmed(host, &host_len);
     if (host == NULL || !loopback_host(host, host_len))
@@ -338,7 +346,7 @@ static int settings_on_request(struct conn *c, const struct request *req)
     }
     const char *refusal = settings_refusal(req);
     if (refusal != NULL) {
-        char text[256];
+        char text[320];
         snprintf(text, sizeof text, "403 Forbidden: /settings answers only its own page: %s\n",
                  refusal);
         conn_head_start(c, 403);

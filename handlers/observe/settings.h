@@ -26,10 +26,13 @@ struct server;
  * from no browser at all: NULL, or the rule it breaks, for the 403 body.
  * The speaker's browser is itself a loopback client, so a page of any
  * other origin must not reach the switch (cross-site request forgery, DNS
- * rebinding). The rules: Host is localhost, 127.x.y.z or [::1], with or
- * without a port; an Origin is exactly http:// and that Host (not null);
- * a Sec-Fetch-Site is same-origin or none; a POST is
- * application/x-www-form-urlencoded. Reads REQ's headers only. */
+ * rebinding); and a reverse proxy or tunnel on the machine makes any
+ * client a loopback one. The rules: no proxy header (Forwarded,
+ * X-Forwarded-For, X-Real-IP, Via); an absolute-form target's authority
+ * and the Host are localhost, 127.x.y.z or [::1], with or without a port;
+ * an Origin is exactly http:// and that Host (not null); a Sec-Fetch-Site
+ * is same-origin or none; a POST is application/x-www-form-urlencoded.
+ * Reads REQ only. */
 const char *settings_refusal(const struct request *req);
 
 /* Whether admin = on: /settings answers (loopback clients). */

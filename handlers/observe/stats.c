@@ -45,7 +45,7 @@ static void put_value(struct buf *o, const struct snap_entry *e)
 
 /* The snapshot as one JSON object: objects nest as they were opened; a
  * figure without a name is /metrics' alone. */
-static void render_json(struct buf *o, const struct snapshot *s)
+static void render_json(struct buf *o, const struct snapshot *s, bool full)
 {
     bool first = true;
     buf_printf(o, "{");
@@ -56,7 +56,7 @@ static void render_json(struct buf *o, const struct snapshot *s)
             first = false;
             continue;
         }
-        if (e->name == NULL)
+        if (e->name == NULL || (e->type == SNAP_FIGURE && e->def->private && !full))
             continue;
         buf_printf(o, "%s", first ? "" : ",");
         put_string(o, e->name);
@@ -85,8 +85,35 @@ static int send_buf(struct conn *c, struct buf *o, const char *type)
     return 0;
 }
 
+static const struct config_table stats_config_table;
+
+enum stats_view stats_view(struct conn *c)
+{
+    if (conn_peer_loopback(c))
+        return STATS_FULL;
+    const struct stats_config *sc =
+        config_block(server_config(conn_server(c)), &stats_config_table);
+    for (unsigned i = 0; i < sc->from.n; i++) {
+        if (addr_prefix_contains(&sc->from.prefix[i], conn_peer_addr(c)))
+            return (enum stats_view)sc->detail;
+    }
+    return STATS_REFUSED;
+}
+
+int stats_refuse(struct conn *c)
+{
+    conn_head_start(c, 403);
+    conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\n");
+    conn_send_text(c, "403 Forbidden: the server's figures answer loopback clients, and those "
+                      "under stats_from (e.g. stats_from = 192.0.2.0/24)\n");
+    return 0;
+}
+
 int stats_answer(struct conn *c, stats_render_fn render, const char *type)
 {
+    enum stats_view view = stats_view(c);
+    if (view == STATS_REFUSED)
+        return stats_refuse(c);
     struct snapshot s;
     snap_init(&s);
     server_snapshot(conn_server(c), &s);
@@ -94,7 +121,7 @@ int stats_answer(struct conn *c, stats_render_fn render, const char *type)
     buf_init_growing(&o);
     bool complete = snap_complete(&s);
     if (complete)
-        render(&o, &s);
+        render(&o, &s, view == STATS_FULL);
     snap_free(&s);
     o.failed |= !complete;
     return send_buf(c, &o, type);
@@ -112,6 +139,8 @@ static int metrics_on_request(struct conn *c, const struct request *req)
 
 static int history_on_request(struct conn *c, const struct request *req)
 {
+    if (stats_view(c) == STATS_REFUSED)
+        return stats_refuse(c);
     struct buf o;
     buf_init_growing(&o);
     if (!history_render(&o, conn_server(c), req->target)) {
@@ -142,4 +171,28 @@ static const struct route stats_routes[] = {
     {0},
 };
 
-const struct module stats_module = {.name = "stats", .routes = stats_routes};
+static const struct config_choice details[] = {
+    {"private", STATS_PRIVATE},
+    {"full", STATS_FULL},
+    {NULL, 0},
+};
+
+static const struct config_key stats_keys[] = {
+    {"stats_from", CONFIG_ADDRS, CONFIG_FIELD(struct stats_config, from), 0, 0, "loopback",
+     "PREFIX[,PREFIX...]|loopback",
+     "clients besides loopback ones that may read /stats, /stats/history, /metrics and the "
+     "dashboard, as addresses or ADDRESS/LENGTH prefixes, up to 8 (a Prometheus host: "
+     "192.0.2.7); others get 403",
+     CONFIG_RELOAD, NULL},
+    {"stats_detail", CONFIG_CHOICE, CONFIG_FIELD(struct stats_config, detail), 0, 0, "private",
+     "private|full",
+     "what clients under stats_from see: private: no client's address and no pid; full: "
+     "everything, as loopback clients",
+     CONFIG_RELOAD, details},
+};
+
+static const struct config_table stats_config_table =
+    CONFIG_TABLE("stats", stats_keys, struct stats_config);
+
+const struct module stats_module = {
+    .name = "stats", .routes = stats_routes, .config = &stats_config_table};

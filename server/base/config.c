@@ -134,6 +134,51 @@ static int parse_ms(const char *text, size_t *ms)
     return 0;
 }
 
+/* "loopback", or up to CONFIG_ADDRS_MAX address prefixes separated by
+ * commas (spaces around each allowed): "192.0.2.0/24,2001:db8::7". */
+static int set_addrs(struct config_addrs *a, const char *text, char err[CONFIG_ERR_MAX])
+{
+    struct config_addrs out = {0};
+    if (strcmp(text, "loopback") == 0) {
+        *a = out;
+        return 0;
+    }
+    for (const char *p = text;; p++) {
+        size_t len = strcspn(p, ",");
+        const char *item = skip_space(p), *end = p + len;
+        while (end > item && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        if (out.n == CONFIG_ADDRS_MAX) {
+            fail(err, "'%s': at most %d prefixes", text, CONFIG_ADDRS_MAX);
+            return -1;
+        }
+        if (addr_prefix_parse(item, (size_t)(end - item), &out.prefix[out.n++]) != 0) {
+            fail(err,
+                 "'%.*s' is not an address or ADDRESS/LENGTH (no bits set past the length), "
+                 "nor loopback",
+                 (int)(end - item), item);
+            return -1;
+        }
+        p += len;
+        if (*p == '\0')
+            break;
+    }
+    *a = out;
+    return 0;
+}
+
+static void get_addrs(const struct config_addrs *a, char *buf, size_t len)
+{
+    struct buf b;
+    buf_init_fixed(&b, buf, len);
+    buf_printf(&b, "%s", a->n == 0 ? "loopback" : "");
+    for (unsigned i = 0; i < a->n; i++) {
+        char text[64];
+        addr_prefix_format(&a->prefix[i], text, sizeof text);
+        buf_printf(&b, "%s%s", i > 0 ? "," : "", text);
+    }
+}
+
 /* "V4,V6": two prefix lengths, IPv4's (0 to 32) then IPv6's (0 to 128). */
 static int set_prefix(const struct config_key *k, struct config_prefix *p, const char *text,
                       char err[CONFIG_ERR_MAX])
@@ -256,6 +301,8 @@ static int set_field(char *field, const struct config_key *k, const char *text,
         return 0;
     case CONFIG_PREFIX:
         return set_prefix(k, (struct config_prefix *)(void *)field, text, err);
+    case CONFIG_ADDRS:
+        return set_addrs((struct config_addrs *)(void *)field, text, err);
     case CONFIG_CHOICE:
         for (const struct config_choice *ch = k->choices; ch->name != NULL; ch++) {
             if (strcmp(ch->name, text) == 0) {
@@ -357,6 +404,9 @@ int config_get(const struct config *cfg, const char *key, char *buf, size_t len)
         snprintf(buf, len, "%u,%u", p->v4, p->v6);
         break;
     }
+    case CONFIG_ADDRS:
+        get_addrs((const struct config_addrs *)(const void *)field, buf, len);
+        break;
     case CONFIG_MS:
         snprintf(buf, len, "%ums", u);
         break;

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
+#include "server/base/util.h"
+
 /* A partition of CONFIG_WHOLE means one threadpool job for the whole file or body. */
 #define CONFIG_WHOLE SIZE_MAX
 /* partition = auto: pieces between partition_min and partition_max. */
@@ -32,6 +34,14 @@ struct disk_emulation {
  * IPv4 (0 to 32) and IPv6 (0 to 128). */
 struct config_prefix {
     unsigned v4, v6;
+};
+
+/* CONFIG_ADDRS: address prefixes whose clients may do something besides
+ * loopback clients, who always may. "loopback": none besides. */
+#define CONFIG_ADDRS_MAX 8
+struct config_addrs {
+    unsigned n;
+    struct addr_prefix prefix[CONFIG_ADDRS_MAX];
 };
 
 /* How a running server takes a new value of a key. */
@@ -59,7 +69,8 @@ enum config_type {
     CONFIG_MS,
     CONFIG_CHOICE,
     CONFIG_DISK, /* struct disk_emulation: "off" or "LATENCY[,RATE]" */
-    CONFIG_ADDR  /* an address to listen on (config_parse_addr), kept as its text */
+    CONFIG_ADDR, /* an address to listen on (config_parse_addr), kept as its text */
+    CONFIG_ADDRS /* struct config_addrs: "loopback", or "PREFIX[,PREFIX...]" */
 };
 
 /* One key: the file spelling (the flag is the same with '-' for '_'), where

@@ -68,6 +68,9 @@ struct snap_def {
     const char *text_label; /* SNAP_INFO: the label that carries the text */
     const char *help;       /* /metrics' HELP: what it counts, in a sentence */
     enum snap_merge merge;  /* how the workers' figures make one */
+    /* It names a process or a client (a pid, an address): shown only to
+     * viewers allowed every detail (handlers/observe/stats.h). */
+    bool private;
 };
 
 #define SNAP_TOP      SIZE_MAX /* the parent of what is not in an object */

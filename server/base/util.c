@@ -3,9 +3,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 void buf_init_fixed(struct buf *b, char *array, size_t cap)
 {
@@ -71,4 +73,112 @@ bool addr_is_loopback(const struct sockaddr *sa)
         return false;
     const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
     return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
+/* ---- address prefixes ---------------------------------------------------- */
+
+static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+static unsigned family_bits(uint8_t family)
+{
+    return family == AF_INET ? 32 : family == AF_INET6 ? 128 : 0;
+}
+
+/* Keeps the first BITS bits of the LEN bytes at P. */
+static void mask(uint8_t *p, unsigned len, unsigned bits)
+{
+    for (unsigned i = 0; i<len; i++, bits = bits> 8 ? bits - 8 : 0) {
+        if (bits < 8)
+            p[i] &= (uint8_t)(0xff00u >> bits);
+    }
+}
+
+/* An IPv4 address mapped into IPv6 becomes IPv4, its length less 96. */
+static void unmap(struct addr_prefix *a)
+{
+    if (a->family != AF_INET6 || memcmp(a->bytes, v4_mapped, sizeof v4_mapped) != 0)
+        return;
+    memmove(a->bytes, a->bytes + 12, 4);
+    memset(a->bytes + 4, 0, 12);
+    a->family = AF_INET;
+    a->bits = (uint8_t)(a->bits > 96 ? a->bits - 96 : 0);
+}
+
+void addr_prefix_of(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits,
+                    struct addr_prefix *out)
+{
+    struct addr_prefix a = {0};
+    if (sa->sa_family == AF_INET) {
+        memcpy(a.bytes, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+        a.family = AF_INET;
+    } else if (sa->sa_family == AF_INET6) {
+        memcpy(a.bytes, ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr, 16);
+        a.family = AF_INET6;
+        a.bits = 128;
+        unmap(&a);
+    }
+    unsigned full = family_bits(a.family), bits = a.family == AF_INET ? v4_bits : v6_bits;
+    a.bits = (uint8_t)(bits < full ? bits : full);
+    mask(a.bytes, full / 8, a.bits);
+    *out = a;
+}
+
+int addr_prefix_parse(const char *text, size_t len, struct addr_prefix *out)
+{
+    char addr[INET6_ADDRSTRLEN];
+    const char *slash = memchr(text, '/', len);
+    size_t addr_len = slash != NULL ? (size_t)(slash - text) : len;
+    if (addr_len == 0 || addr_len >= sizeof addr)
+        return -EINVAL;
+    memcpy(addr, text, addr_len);
+    addr[addr_len] = '\0';
+    struct addr_prefix a = {.family = AF_INET};
+    if (inet_pton(AF_INET, addr, a.bytes) != 1) {
+        a.family = AF_INET6;
+        if (inet_pton(AF_INET6, addr, a.bytes) != 1)
+            return -EINVAL;
+    }
+    unsigned full = family_bits(a.family), bits = full;
+    if (slash != NULL) {
+        const char *p = slash + 1, *end = text + len;
+        if (p == end || end - p > 3 || (*p == '0' && end - p > 1))
+            return -EINVAL;
+        for (bits = 0; p < end; p++) {
+            if (*p < '0' || *p > '9')
+                return -EINVAL;
+            bits = bits * 10 + (unsigned)(*p - '0');
+        }
+        if (bits > full)
+            return -EINVAL;
+    }
+    a.bits = (uint8_t)bits;
+    struct addr_prefix masked = a;
+    mask(masked.bytes, full / 8, a.bits);
+    if (memcmp(masked.bytes, a.bytes, sizeof a.bytes) != 0)
+        return -EINVAL; /* "192.0.2.7/24": a host or a network? */
+    unmap(&a);
+    *out = a;
+    return 0;
+}
+
+void addr_prefix_format(const struct addr_prefix *p, char *buf, size_t len)
+{
+    char text[INET6_ADDRSTRLEN] = "-";
+    if (p->family == 0 || inet_ntop(p->family, p->bytes, text, sizeof text) == NULL) {
+        snprintf(buf, len, "-");
+        return;
+    }
+    if (p->bits < family_bits(p->family))
+        snprintf(buf, len, "%s/%u", text, p->bits);
+    else
+        snprintf(buf, len, "%s", text);
+}
+
+bool addr_prefix_contains(const struct addr_prefix *p, const struct addr_prefix *a)
+{
+    if (p->family == 0 || p->family != a->family)
+        return false;
+    struct addr_prefix masked = *a;
+    mask(masked.bytes, family_bits(a->family) / 8, p->bits);
+    return memcmp(masked.bytes, p->bytes, family_bits(p->family) / 8) == 0;
 }

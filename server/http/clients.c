@@ -12,38 +12,12 @@
 
 /* ---- a client is an address ------------------------------------------- */
 
-/* Keeps the first BITS bits of the LEN bytes at P. */
-static void mask(uint8_t *p, unsigned len, unsigned bits)
-{
-    for (unsigned i = 0; i<len; i++, bits = bits> 8 ? bits - 8 : 0) {
-        if (bits < 8)
-            p[i] &= (uint8_t)(0xff00u >> bits);
-    }
-}
-
 uint64_t client_of(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits,
-                   struct client_addr *out)
+                   struct addr_prefix *out)
 {
-    static const uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    struct client_addr a = {0};
-    unsigned len = 0;
-    if (sa->sa_family == AF_INET) {
-        memcpy(a.bytes, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
-        a.family = AF_INET;
-    } else if (sa->sa_family == AF_INET6) {
-        const uint8_t *b = ((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr.s6_addr;
-        bool mapped = memcmp(b, v4_mapped, sizeof v4_mapped) == 0;
-        memcpy(a.bytes, mapped ? b + 12 : b, mapped ? 4 : 16);
-        a.family = mapped ? AF_INET : AF_INET6;
-    }
-    if (a.family == AF_INET) {
-        len = 4;
-        a.bits = (uint8_t)(v4_bits < 32 ? v4_bits : 32);
-    } else if (a.family == AF_INET6) {
-        len = 16;
-        a.bits = (uint8_t)(v6_bits < 128 ? v6_bits : 128);
-    }
-    mask(a.bytes, len, a.bits);
+    struct addr_prefix a;
+    addr_prefix_of(sa, v4_bits, v6_bits, &a);
+    unsigned len = a.family == AF_INET ? 4 : a.family == AF_INET6 ? 16 : 0;
     /* FNV-1a of what tells clients apart (the family, the prefix, the
      * bytes), then MurmurHash3's finaliser: neighbouring addresses differ
      * only in their last byte, which FNV alone spreads in a pattern. */
@@ -58,20 +32,6 @@ uint64_t client_of(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits
     return h ^ (h >> 33);
 }
 
-void client_format(const struct client_addr *a, char *buf, size_t len)
-{
-    char text[INET6_ADDRSTRLEN] = "-";
-    unsigned full = a->family == AF_INET ? 32 : 128;
-    if (a->family == 0 || inet_ntop(a->family, a->bytes, text, sizeof text) == NULL) {
-        snprintf(buf, len, "-");
-        return;
-    }
-    if (a->bits < full)
-        snprintf(buf, len, "%s/%u", text, a->bits);
-    else
-        snprintf(buf, len, "%s", text);
-}
-
 /* ---- the table ----------------------------------------------------------- */
 
 static uint32_t bucket_of(uint64_t id)
@@ -81,7 +41,7 @@ static uint32_t bucket_of(uint64_t id)
 }
 
 void clients_join(struct clients *t, struct client_link *l, uint64_t id,
-                  const struct client_addr *addr)
+                  const struct addr_prefix *addr)
 {
     uint32_t b = bucket_of(id);
     struct client_bucket *cb = &t->bucket[b];
@@ -215,7 +175,7 @@ static const struct snap_def evicted_reason_def = {
 /* The address is /stats' alone: as a label, every address that ever
  * reached the top would stay a series of its own in Prometheus. */
 static const struct snap_def top_client_def = {
-    .key = "client", .kind = SNAP_INFO, .merge = SNAP_OWN};
+    .key = "client", .kind = SNAP_INFO, .merge = SNAP_OWN, .private = true};
 static const struct snap_def top_conns_def = {
     .key = "connections",
     .metric = "unclog_top_client_connections",
@@ -401,7 +361,7 @@ void clients_peer(const struct clients *t, uint64_t now_ms, struct clients_peer 
     for (unsigned i = 0; i < out->n; i++) {
         const struct client_bucket *cb = &t->bucket[top[i].bucket];
         struct clients_peer_row *r = &out->row[i];
-        client_format(&cb->addr, r->client, sizeof r->client);
+        addr_prefix_format(&cb->addr, r->client, sizeof r->client);
         r->conns = top[i].conns;
         r->idle = cb->idle;
         r->refused = cb->refused;

@@ -27,28 +27,17 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "server/base/util.h"
+
 #define CLIENTS_BUCKETS 4096 /* a power of two */
 #define CLIENTS_TOP     8    /* rows of clients_stats' table of the top clients */
 
-/* A client: an address with only its first BITS kept. */
-struct client_addr {
-    uint8_t family; /* AF_INET or AF_INET6; 0: unknown (not an IP peer) */
-    uint8_t bits;   /* the prefix length kept */
-    uint8_t bytes[16];
-};
-
-/* The client SA belongs to: its first V4_BITS (IPv4, and IPv4 mapped into
- * IPv6 as ::ffff:a.b.c.d) or V6_BITS (IPv6), the rest zero, in *OUT when
- * OUT is not NULL. Returns the client's id: that masked address (family,
- * prefix length and bytes) hashed. Another family is one client of its own
- * (family 0). */
+/* The client SA belongs to: its address under the prefix (addr_prefix_of)
+ * in *OUT when OUT is not NULL. Returns the client's id: that masked
+ * address (family, prefix length and bytes) hashed. Another family is one
+ * client of its own (family 0). */
 uint64_t client_of(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits,
-                   struct client_addr *out);
-
-/* Writes A as text to BUF (LEN bytes): "127.0.0.2", or with its prefix
- * when bits were masked off ("10.1.2.0/24", "2001:db8:1:2::/64"); "-" for
- * an unknown family. */
-void client_format(const struct client_addr *a, char *buf, size_t len);
+                   struct addr_prefix *out);
 
 /* One connection's place in the table: embedded in the connection. */
 struct client_link {
@@ -74,7 +63,7 @@ struct client_bucket {
     uint32_t idle;                       /* connections in the idle list */
     uint32_t refused, evicted;           /* since the bucket last held no connection */
     struct client_link *oldest, *newest; /* the idle list */
-    struct client_addr addr;             /* the last client that joined */
+    struct addr_prefix addr;             /* the last client that joined */
 };
 
 /* What a bucket's clients used in two windows of CLIENTS_WINDOW_MS: the
@@ -105,7 +94,7 @@ struct clients {
 /* Counts the connection L of client ID (at ADDR, shown by clients_stats)
  * until clients_leave. */
 void clients_join(struct clients *t, struct client_link *l, uint64_t id,
-                  const struct client_addr *addr);
+                  const struct addr_prefix *addr);
 
 /* L's connection is gone (idle or not). An evicted one left its client's
  * count when it was chosen (see clients_make_room). */
@@ -169,7 +158,7 @@ unsigned clients_top(const struct clients *t, uint64_t now_ms,
                      struct clients_row rows[CLIENTS_TOP]);
 
 /* A worker's top as another worker reads it (server/whole.c): each row's
- * client as text (client_format), what it holds and used, and the sums of
+ * client as text (addr_prefix_format), what it holds and used, and the sums of
  * every client of that worker its shares are of. */
 #define CLIENTS_TEXT_MAX 48
 struct clients_peer_row {

@@ -39,6 +39,11 @@ bool conn_peer_loopback(const struct conn *c)
     return c->loopback;
 }
 
+const struct addr_prefix *conn_peer_addr(const struct conn *c)
+{
+    return &c->addr;
+}
+
 bool conn_closing(const struct conn *c)
 {
     return c->state >= CONN_CLOSING;
@@ -851,7 +856,7 @@ static void conn_on_pump_done(struct pump *pump, int status)
 /* Serves FD on C's handle and names the client: for the access log, the
  * flow and its place among the clients (*CLIENT), /settings. Returns 0 or
  * a negative UV_E* code (FD is not taken). */
-static int open_socket(struct conn *c, int fd, struct client_addr *client)
+static int open_socket(struct conn *c, int fd, struct addr_prefix *client)
 {
     const struct config *cfg = conn__cfg(c);
     /* A fixed send buffer (send_buffer) turns the kernel's autotuning off;
@@ -877,6 +882,7 @@ static int open_socket(struct conn *c, int fd, struct client_addr *client)
         else
             uv_ip4_name((struct sockaddr_in *)&addr, c->peer, sizeof c->peer);
         c->loopback = addr_is_loopback((const struct sockaddr *)&addr);
+        addr_prefix_of((const struct sockaddr *)&addr, 32, 128, &c->addr);
     }
     c->flow = c->pump.flow = client_of((const struct sockaddr *)&addr, cfg->client_prefix.v4,
                                        cfg->client_prefix.v6, client);
@@ -907,7 +913,7 @@ int conn_accept(struct conn_env *env, int fd)
     /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
     llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
     strict_lines_init(&c->lines);
-    struct client_addr client;
+    struct addr_prefix client;
     rc = open_socket(c, fd, &client);
     if (rc < 0) {
         close(fd);

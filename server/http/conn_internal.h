@@ -160,7 +160,8 @@ struct conn {
     void (*state_free)(void *);
     unsigned holds;
     char peer[64];
-    bool loopback; /* the peer is this machine */
+    bool loopback;           /* the peer is this machine */
+    struct addr_prefix addr; /* the peer's whole address (family 0: not an IP peer) */
     uint64_t flow; /* the client: the peer's address under client_prefix, hashed (client_of) */
     struct client_link client; /* its place in env->clients: counted, and listed while IDLE */
     /* Not state: queued in env->turns while its input waits for its client's turn. */

@@ -39,9 +39,14 @@ struct request {
     int method;     /* llhttp_method_t */
     int http_minor; /* 0 or 1 (HTTP/1.x) */
     bool keep_alive;
-    bool head; /* method is HEAD: send the head only */
-    const char *target;
+    bool head;          /* method is HEAD: send the head only */
+    const char *target; /* the path and query: an absolute-form target's authority is apart */
     size_t target_len;
+    const char *authority; /* absolute-form: its host[:port], not NUL-terminated; else NULL */
+    size_t authority_len;
+    /* The first of Forwarded, X-Forwarded-For, X-Real-IP and Via it carries
+     * (the name), or NULL: whether a proxy says it passed the request on. */
+    const char *proxied_by;
     uint64_t content_length; /* when has_length */
     bool has_length, chunked;
     const char *headers[HEADER_COUNT]; /* NULL when absent; repeats joined by ", " */

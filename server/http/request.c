@@ -23,6 +23,11 @@ static const char *const header_names[HEADER_COUNT] = {
     [HEADER_CONTENT_TYPE] = "content-type",
 };
 
+/* Headers a proxy adds to what it passes on: a request that carries one
+ * came from elsewhere, whatever the peer's address. Kept as a flag, not
+ * as values. */
+static const char *const proxy_headers[] = {"Forwarded", "X-Forwarded-For", "X-Real-IP", "Via"};
+
 /* ---- llhttp callbacks -------------------------------------------------------- */
 
 static struct conn *parser_conn(llhttp_t *p)
@@ -119,6 +124,10 @@ static int on_header_field_complete(llhttp_t *p)
         for (int i = 0; i < HEADER_COUNT; i++) {
             if (field_is(c, header_names[i]))
                 c->header = i;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(proxy_headers) && c->req.proxied_by == NULL; i++) {
+            if (field_is(c, proxy_headers[i]))
+                c->req.proxied_by = proxy_headers[i];
         }
     }
     c->field_len = 0;
@@ -226,7 +235,8 @@ static int on_headers_complete(llhttp_t *p)
     if (p->http_major != 1)
         return refuse(c, 505);
     /* Origin-form, or absolute-form for the methods a proxy would forward. */
-    r->target = strict_target_path(c->url, r->method == HTTP_GET || r->head);
+    r->target = strict_target_path(c->url, r->method == HTTP_GET || r->head, &r->authority,
+                                   &r->authority_len);
     if (r->target == NULL || !framing_ok(c, p))
         return refuse(c, 400);
     r->target_len = strlen(r->target);

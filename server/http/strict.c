@@ -82,8 +82,11 @@ bool strict_host_chars(const char *p, size_t len)
     return true;
 }
 
-const char *strict_target_path(const char *target, bool absolute_ok)
+const char *strict_target_path(const char *target, bool absolute_ok, const char **authority,
+                               size_t *authority_len)
 {
+    *authority = NULL;
+    *authority_len = 0;
     if (target[0] == '/')
         return target;
     if (!absolute_ok)
@@ -93,15 +96,17 @@ const char *strict_target_path(const char *target, bool absolute_ok)
                                                               : 0;
     if (scheme == 0)
         return NULL;
-    const char *authority = target + scheme;
-    size_t len = strcspn(authority, "/?");
+    const char *host = target + scheme;
+    size_t len = strcspn(host, "/?");
     /* RFC 9110 4.2.4: userinfo in a target is an error. */
-    if (len == 0 || !strict_host_chars(authority, len))
+    if (len == 0 || !strict_host_chars(host, len))
         return NULL;
-    const char *path = authority + len;
-    if (*path == '\0')
-        return "/";
-    return *path == '/' ? path : NULL;
+    const char *path = host + len;
+    if (*path != '\0' && *path != '/')
+        return NULL;
+    *authority = host;
+    *authority_len = len;
+    return *path == '\0' ? "/" : path;
 }
 
 bool strict_chunked(const char *value)

@@ -52,9 +52,13 @@ bool strict_host_chars(const char *p, size_t len);
 
 /* The path part of TARGET: TARGET itself in origin-form ("/x?q"); with
  * ABSOLUTE_OK, the path after "http://authority" in absolute-form ("/" when
- * the path is empty). NULL for anything else: asterisk- and authority-form,
- * other schemes, userinfo, an empty authority. */
-const char *strict_target_path(const char *target, bool absolute_ok);
+ * the path is empty), and the authority (host and port) in *AUTHORITY and
+ * its length in *AUTHORITY_LEN (NULL and 0 in origin-form; RFC 9112 3.2.2:
+ * it, not Host, names the target's host). NULL for anything else:
+ * asterisk- and authority-form, other schemes, userinfo, an empty
+ * authority. */
+const char *strict_target_path(const char *target, bool absolute_ok, const char **authority,
+                               size_t *authority_len);
 
 /* Whether a Transfer-Encoding value is exactly "chunked" (any case, optional
  * white space around it): the only transfer coding unclog decodes. */

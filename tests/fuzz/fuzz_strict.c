@@ -98,7 +98,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (scan(text, len, 0) != scan(text, len, step) || scan(text, len, 0) != scan(text, len, 1))
         abort();
     for (int absolute = 0; absolute < 2; absolute++) {
-        const char *path = strict_target_path(text, absolute);
+        const char *authority;
+        size_t authority_len;
+        const char *path = strict_target_path(text, absolute, &authority, &authority_len);
         bool inside = path >= text && path < text + len + 1;
         if (path != NULL && (path[0] != '/' || (!inside && strcmp(path, "/") != 0)))
             abort();

@@ -371,14 +371,14 @@ def promtool_check(text, desc):
 
 
 class Prometheus:
-    """A real Prometheus (when installed) scraping 127.0.0.1:TARGET every
+    """A real Prometheus (when installed) scraping HOST:TARGET every
     INTERVAL ("1s", "200ms") into a temporary directory, on a free port:
     `with Prometheus(port, "1s") as prom: prom.query(...)`. Stopped and
     removed on exit, with its warnings and errors as diagnostics."""
 
-    def __init__(self, target, interval):
+    def __init__(self, target, interval, host="127.0.0.1"):
         self.binary = shutil.which("prometheus")
-        self.target, self.interval = target, interval
+        self.target, self.interval, self.host = target, interval, host
         self.proc = None
 
     @staticmethod
@@ -398,8 +398,8 @@ class Prometheus:
         with open(conf, "w") as f:
             f.write("global:\n  scrape_interval: %s\n  scrape_timeout: %s\n"
                     "scrape_configs:\n  - job_name: unclog\n    static_configs:\n"
-                    "      - targets: ['127.0.0.1:%d']\n" % (self.interval, self.interval,
-                                                            self.target))
+                    "      - targets: ['%s:%d']\n" % (self.interval, self.interval,
+                                                     self.host, self.target))
         self.log = open(os.path.join(self.tmp, "prometheus.log"), "wb")
         self.proc = subprocess.Popen([self.binary, "--config.file=" + conf,
                                       "--storage.tsdb.path=" + os.path.join(self.tmp, "data"),

@@ -29,9 +29,9 @@ static uint64_t client(const char *text, unsigned v4, unsigned v6, char shown[64
         if (inet_pton(AF_INET, text, &a->sin_addr) != 1)
             abort();
     }
-    struct client_addr addr;
+    struct addr_prefix addr;
     uint64_t id = client_of((const struct sockaddr *)&ss, v4, v6, &addr);
-    client_format(&addr, shown, 64);
+    addr_prefix_format(&addr, shown, 64);
     return id;
 }
 
@@ -83,11 +83,11 @@ static void test_prefix(void)
        "under /0 all of IPv4 is one client, and all of IPv6 another");
 
     struct sockaddr_storage unix_peer = {.ss_family = AF_UNIX};
-    struct client_addr none;
+    struct addr_prefix none;
     uint64_t id1 = client_of((const struct sockaddr *)&unix_peer, 32, 64, &none);
     struct sockaddr_storage unspec = {.ss_family = AF_UNSPEC};
     uint64_t id2 = client_of((const struct sockaddr *)&unspec, 32, 64, NULL);
-    client_format(&none, a, sizeof a);
+    addr_prefix_format(&none, a, sizeof a);
     ok(id1 == id2 && none.family == 0 && strcmp(a, "-") == 0,
        "a peer that is not IP is one client, shown as -");
 }
@@ -115,7 +115,7 @@ static unsigned nlinks;
 /* Joins a connection of ID, idle or not; returns its link. */
 static struct client_link *join(struct clients *t, uint64_t id, bool idle)
 {
-    static const struct client_addr addr = {.family = AF_INET, .bits = 32};
+    static const struct addr_prefix addr = {.family = AF_INET, .bits = 32};
     struct client_link *l = &links[nlinks++];
     clients_join(t, l, id, &addr);
     clients_set_idle(t, l, idle);
@@ -392,7 +392,7 @@ static void test_peers(void)
 {
     char x_text[64];
     uint64_t x = client("10.0.0.1", 32, 64, x_text);
-    struct client_addr x_addr;
+    struct addr_prefix x_addr;
     struct sockaddr_in sa = {.sin_family = AF_INET};
     inet_pton(AF_INET, "10.0.0.1", &sa.sin_addr);
     client_of((const struct sockaddr *)&sa, 32, 64, &x_addr);

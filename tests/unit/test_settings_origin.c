@@ -141,8 +141,49 @@ static const struct origin_case cases[] = {
      "a no-cors fetch that sent no Origin"},
 };
 
+/* A request a proxy carried, and absolute-form targets: refused for what
+ * they carry, whatever their Host. */
+static void proxied(void)
+{
+    static const char *const proxy[] = {"Forwarded", "X-Forwarded-For", "X-Real-IP", "Via"};
+    struct request req;
+    char desc[160];
+    for (size_t i = 0; i < sizeof proxy / sizeof proxy[0]; i++) {
+        memset(&req, 0, sizeof req);
+        req.method = HTTP_GET;
+        req.headers[HEADER_HOST] = "127.0.0.1:8080";
+        req.proxied_by = proxy[i];
+        const char *got = settings_refusal(&req);
+        snprintf(desc, sizeof desc, "a GET a proxy carried (%s) under Host 127.0.0.1:8080",
+                 proxy[i]);
+        ok(got != NULL && strncmp(got, "a proxied request", 17) == 0, desc);
+    }
+    static const struct {
+        const char *authority;
+        bool pass;
+    } targets[] = {
+        {"example.com", false},   {"example.com:8080", false}, {"10.0.0.1", false},
+        {"127.0.0.1:8080", true}, {"localhost", true},         {"[::1]:80", true},
+    };
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+        memset(&req, 0, sizeof req);
+        req.method = HTTP_GET;
+        req.headers[HEADER_HOST] = "127.0.0.1:8080";
+        req.authority = targets[i].authority;
+        req.authority_len = strlen(targets[i].authority);
+        const char *got = settings_refusal(&req);
+        snprintf(desc, sizeof desc, "GET http://%s/settings under Host 127.0.0.1:8080: %s",
+                 targets[i].authority, targets[i].pass ? "answered" : "refused");
+        if (targets[i].pass)
+            ok(got == NULL, desc);
+        else
+            ok(got != NULL && strncmp(got, "an absolute-form target", 23) == 0, desc);
+    }
+}
+
 int main(void)
 {
+    proxied();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const struct origin_case *t = &cases[i];
         struct request req;

@@ -118,7 +118,10 @@ static void test_targets(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char desc[160];
-        const char *got = strict_target_path(cases[i].target, cases[i].absolute_ok);
+        const char *authority;
+        size_t authority_len;
+        const char *got =
+            strict_target_path(cases[i].target, cases[i].absolute_ok, &authority, &authority_len);
         snprintf(desc, sizeof desc, "target \"%s\"%s -> %s", cases[i].target,
                  cases[i].absolute_ok ? " (absolute allowed)" : "",
                  cases[i].path ? cases[i].path : "refused");
@@ -127,6 +130,16 @@ static void test_targets(void)
         else
             is_str(got, cases[i].path, desc);
     }
+    const char *authority;
+    size_t len;
+    strict_target_path("HTTP://example.com:8080/settings?x", true, &authority, &len);
+    ok(authority != NULL && len == 16 && strncmp(authority, "example.com:8080", len) == 0,
+       "absolute-form: its authority, example.com:8080");
+    strict_target_path("http://127.0.0.1", true, &authority, &len);
+    ok(authority != NULL && len == 9 && strncmp(authority, "127.0.0.1", len) == 0,
+       "absolute-form without a path: its authority, 127.0.0.1");
+    strict_target_path("/settings", true, &authority, &len);
+    ok(authority == NULL && len == 0, "origin-form: no authority");
 }
 
 static void test_chunked(void)
