@@ -1,10 +1,12 @@
 /* unclog: the program. Above both layers, it wires the core (server/) and the
  * handler modules (handlers/) together: arguments, threadpool size, workers,
  * start and stop. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include <uv.h>
 #include <zlib.h>
@@ -12,7 +14,9 @@
 #include "handlers/handlers.h"
 #include "server/base/config.h"
 #include "server/base/log.h"
+#include "server/base/siphash.h"
 #include "server/control.h"
+#include "server/http/clients.h"
 #include "server/master.h"
 #include "server/pool/gateway.h"
 #include "server/server.h"
@@ -109,6 +113,44 @@ static void print_job_classes(void)
         printf("%s\n", gateway_class_name((enum gateway_class)cls));
 }
 
+/* The value of the hex digit C, or -1. */
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20; /* A-F as a-f */
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Sets the key of the clients' hash for the whole run, before any worker
+ * forks (so every worker, and one forked again later, has it): random, or
+ * UNCLOG_CLIENT_KEY's 32 hex digits when that is set, for a test that
+ * needs to know which addresses share a bucket. Returns 0 or a negative
+ * errno. */
+static int set_client_key(void)
+{
+    uint8_t key[SIPHASH_KEY_LEN];
+    const char *fixed = getenv("UNCLOG_CLIENT_KEY");
+    size_t got = 0;
+    if (fixed != NULL && strlen(fixed) != 2 * sizeof key)
+        return -EINVAL;
+    for (; fixed != NULL && got < sizeof key; got++) {
+        int hi = hex_digit(fixed[2 * got]), lo = hex_digit(fixed[2 * got + 1]);
+        if (hi < 0 || lo < 0)
+            return -EINVAL;
+        key[got] = (uint8_t)(hi << 4 | lo);
+    }
+    while (got < sizeof key) {
+        /* Blocks only until the kernel's pool is first seeded, early in boot. */
+        ssize_t n = getrandom(key + got, sizeof key - got, 0);
+        if (n < 0 && errno != EINTR)
+            return -errno;
+        got += n > 0 ? (size_t)n : 0;
+    }
+    clients_set_key(key);
+    return 0;
+}
+
 static unsigned online_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -149,6 +191,15 @@ int main(int argc, char **argv)
     snprintf(threads, sizeof threads, "%u", cfg.threads);
     setenv("UV_THREADPOOL_SIZE", threads, 1);
     signal(SIGPIPE, SIG_IGN);
+    int rc = set_client_key();
+    if (rc == -EINVAL) {
+        log_error("UNCLOG_CLIENT_KEY is not 32 hex digits");
+        return 2;
+    }
+    if (rc < 0) {
+        log_error("client key: getrandom: %s", strerror(-rc));
+        return 1;
+    }
 
     struct run run = {.cfg = &cfg, .argc = argc, .argv = argv, .listen_fd = -1};
     unsigned workers = cfg.workers == CONFIG_AUTO ? online_cpus() : cfg.workers;

@@ -24,6 +24,11 @@ switched live through /settings; --phase seconds a step (default 10: about
 80 s in all), a line a second (victim p50/p99 and errors, the attacker's
 req/s, the top row of /stats top_clients), then a table and attack.json in
 --dir. It is always scripted: --script and --duration change nothing.
+--attacks picks the steps, among those three and the slow shapes of
+loadtest/unclogbench/slow.py: head (a request head trickled a header line
+every 2 s), body (a POST /gzip body trickled a byte every 2 s) and reader
+(a 16 MiB GET read 512 bytes every 2 s through a tiny receive buffer), each
+on --hog connections reopened when closed; e.g. --attacks reader.
 
 As in make loadtest, with two CPUs or more the server runs on CPU 0 and the
 load on CPU 1 (the probe on CPU 2 when there is one, away from the flood).
@@ -45,7 +50,7 @@ import threading
 import time
 import urllib.error
 
-from unclogbench import HERE, TEMPLATES, TOP, MiB, log
+from unclogbench import HERE, PKG, TEMPLATES, TOP, MiB, log
 from unclogbench.load import LOAD_CPU
 from unclogbench.procs import Processes
 from unclogbench.servers import free_port, http, tail
@@ -84,7 +89,11 @@ def parse_args(argv=None):
     ap.add_argument("--max-connections", type=int, default=256,
                     help="--act attack: the server's max_connections (default 256)")
     ap.add_argument("--hog", type=int, default=512,
-                    help="--act attack: connections the hog tries to hold (default 512)")
+                    help="--act attack: connections the hog (and a slow attacker) tries to "
+                    "hold (default 512)")
+    ap.add_argument("--attacks", default="hog,files,gzip",
+                    help="--act attack: the steps, comma-separated, among " + ",".join(ATTACKS)
+                    + " (default hog,files,gzip)")
     ap.add_argument("--emulate-disk", help="start with emulate_disk, e.g. 8ms,120m")
     ap.add_argument("--workers", default="1",
                     help="the server's workers, N or auto (default 1): the switches, /stats "
@@ -98,6 +107,10 @@ def parse_args(argv=None):
     if not m or int(m[1]) == 0:
         ap.error("--flood-size: a size such as 16m, 512k or 65536")
     args.flood_bytes = int(m[1]) * {"": 1, "k": 1024, "m": MiB}[m[2]]
+    args.attacks = args.attacks.split(",")
+    unknown = set(args.attacks) - set(ATTACKS)
+    if unknown:
+        ap.error(f"--attacks: unknown {','.join(sorted(unknown))}; attacks: {','.join(ATTACKS)}")
     return args
 
 
@@ -344,9 +357,23 @@ SCHEDULERS = ("fifo", "fair")  # the damage, then the default
 SHORT = {"connections": "conns"}  # top_clients field names on the screen
 
 
+ATTACK_NAMES = {"hog": "a connection hog", "files": "a small-file flood",
+                "gzip": "a /gzip flood", "head": "a trickled head", "body": "a trickled body",
+                "reader": "a slow reader"}
+ATTACKS = tuple(ATTACK_NAMES)
+SLOW_FILE = "/slow.bin"  # the slow reader's 16 MiB
+
+
+def slow(args, shape, path):
+    """slow.py's command: --hog connections of SHAPE on PATH, a step every 2 s."""
+    return [sys.executable, os.path.join(PKG, "slow.py"), "--shape", shape,
+            "--conns", str(args.hog), "--path", path, "--interval", "2"]
+
+
 def attacks(args):
-    """(name, what the screen says, the attacker's probe arguments), in the act's order."""
-    return [
+    """(name, what the screen says, the attacker's command after the probe, or slow.py's),
+    the ones --attacks names, in the act's order."""
+    every = [
         ("hog", f"{args.hog} keep-alive connections, one GET each every 3 s, against "
          f"max_connections {args.max_connections}: the hog is refused (503) and its idle "
          "connections evicted, the victim keeps getting 200",
@@ -356,14 +383,25 @@ def attacks(args):
                                          str(args.attack_files)]),
         ("gzip", "32 connections POSTing 64 KiB bodies to /gzip: deflate on the pool",
          ["--flood", "32", "--gzip", "--body-size", "65536"]),
+        ("head", f"{args.hog} connections trickling a GET's head, a header line every 2 s, "
+         "each reopened when closed", slow(args, "head", SMALL)),
+        ("body", f"{args.hog} connections POSTing Content-Length: 16 MiB to /gzip, a byte "
+         "every 2 s, each reopened when closed", slow(args, "body", "/gzip")),
+        ("reader", f"{args.hog} connections reading {SLOW_FILE} (16 MiB) 512 bytes every 2 s "
+         "through a tiny receive buffer, each reopened when closed",
+         slow(args, "read", SLOW_FILE)),
     ]
+    return [a for name in args.attacks for a in every if a[0] == name]
 
 
-def make_attack_root(root, files):
-    """The hog's 1 KiB file, the victim's 96 KiB one and many/0.bin .. many/FILES-1.bin."""
+def make_attack_root(root, files, reader):
+    """The hog's 1 KiB file, the victim's 96 KiB one, many/0.bin .. many/FILES-1.bin, and
+    for the slow READER its 16 MiB."""
     os.makedirs(os.path.join(root, "many"), exist_ok=True)
     write_random(root + SMALL, 1024)
     write_random(root + VICTIM, 96 * 1024)
+    if reader:
+        write_random(root + SLOW_FILE, 16 * MiB)
     block = os.urandom(8192)
     for i in range(files):
         path = os.path.join(root, "many", f"{i}.bin")
@@ -385,7 +423,8 @@ def start_victim(procs, args, port, seconds, csv):
 
 def start_attacker(procs, args, port, argv, seconds):
     """One attack from ATTACKER_FROM; it ends by itself after SECONDS with its summary."""
-    cmd = [args.probe, "--port", str(port), "--from", ATTACKER_FROM, *argv,
+    tool = argv if argv[0] == sys.executable else [args.probe, *argv]
+    cmd = [*tool, "--port", str(port), "--from", ATTACKER_FROM,
            "--duration", f"{seconds:g}", "--every", "1"]
     proc = procs.spawn(cmd, cpu=LOAD_CPU, stdout=subprocess.PIPE, text=True,
                        start_new_session=True)
@@ -423,8 +462,10 @@ class Step:
         self.attack, self.scheduler = attack, scheduler
         self.name = f"{attack[0]} · {scheduler}"
         # The hog's fresh connections cannot be evicted until they have sent a
-        # request: up to HOG_INTERVAL + 1 s before the figures start.
-        self.warm = HOG_INTERVAL + 1.0 if attack[0] == "hog" else 0.0
+        # request: up to HOG_INTERVAL + 1 s before the figures start. A slow
+        # attacker opens its connections within a step of 2 s.
+        self.warm = {"hog": HOG_INTERVAL + 1.0, "head": 2.0, "body": 2.0,
+                     "reader": 2.0}.get(attack[0], 0.0)
         self.end = None  # monotonic: when its victim ended
         self.before = self.after = None  # /stats
         self.top = None  # the attacker's top_clients row, last seen while it ran
@@ -578,8 +619,8 @@ def follow(ctx, until, step=None, attacker_lines=None):
 
 
 def warm_up(ctx, args, step, port):
-    """Until the hog holds the server (half the connections, a quarter idle), or step.warm s;
-    what the screen says of it."""
+    """Until the hog holds the server (half the connections, a quarter idle), or step.warm s
+    (a slow attacker's too); what the screen says of it."""
     deadline = time.monotonic() + step.warm
     row = None
     while time.monotonic() < deadline and ctx["server"].poll() is None:
@@ -589,12 +630,13 @@ def warm_up(ctx, args, step, port):
         if row and row.get("connections", 0) >= args.max_connections // 2 \
                 and row.get("idle", 0) >= args.max_connections // 4:
             break
-    return f"the hog holds {client_row(row)}; " if step.warm else ""
+    who = "the hog" if step.attack[0] == "hog" else "the attacker"
+    return f"{who} holds {client_row(row)}; " if step.warm else ""
 
 
 ATTACK_SAY = """\
   the victim ({victim}): {rate:g} GET/s of a 96 KiB file, a new connection each
-  the attacker ({attacker}): a connection hog, a small-file flood, a /gzip flood,
+  the attacker ({attacker}): {attacks},
   each under scheduler fifo (the damage), then fair (the default: no damage)
   the dashboard shows the victim's p99 and the attacker at the top of the client table
 """
@@ -604,13 +646,14 @@ def run_attack(args, procs):
     """The attack act: each attack under each scheduler, then the table."""
     log(f"demo docroot {os.path.relpath(args.dir)}: {args.attack_files:,} files of 8 KiB in "
         f"many/, {VICTIM} of 96 KiB, {SMALL} of 1 KiB")
-    make_attack_root(args.dir, args.attack_files)
+    make_attack_root(args.dir, args.attack_files, "reader" in args.attacks)
     logpath = os.path.join(args.dir, "unclog.log")
     server, port = start_server(procs, args, logpath, [
         "--max-connections", str(args.max_connections), "--scheduler", SCHEDULERS[0]])
     steps = [Step(a, sched) for a in attacks(args) for sched in SCHEDULERS]
     banner(port, [("unclog", server.pid)],
-           ATTACK_SAY.format(victim=VICTIM_FROM, rate=args.rate, attacker=ATTACKER_FROM),
+           ATTACK_SAY.format(victim=VICTIM_FROM, rate=args.rate, attacker=ATTACKER_FROM,
+                             attacks=", ".join(ATTACK_NAMES[a] for a in args.attacks)),
            AttackTicker.HEADER)
     ctx = {"server": server, "log": logpath, "ticker": AttackTicker(port, time.monotonic())}
     try:

@@ -16,7 +16,8 @@
 #                       DEMO_ARGS="--act attack": the second act, one client against
 #                       another (a connection hog, a small-file flood, a /gzip flood
 #                       from 127.0.0.3 against a probe from 127.0.0.2, each under fifo
-#                       and fair), about 80 s, then its table
+#                       and fair), about 80 s, then its table; DEMO_ARGS="--act attack --attacks
+#                       reader": the slow reader instead (also head, body: slow.py)
 #
 # Extra arguments for loadtest/run.py go in LOADTEST_ARGS, e.g.
 #   make loadtest LOADTEST_ARGS="--partitions 4k,64k,whole --rounds 5"

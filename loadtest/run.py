@@ -46,7 +46,7 @@ def parse_args():
     ap.add_argument("--only", help="comma-separated parts of quick or full to run: "
                     + ",".join(PARTS) + " (the report is then MODE-PARTS.md)")
     ap.add_argument("--attacks", help="comma-separated attacks of scenario 4 to run: "
-                    "hog,silent,files,gzip,bulk,paced (default all)")
+                    "hog,silent,head,body,reader,files,gzip,bulk,paced (default all)")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache variant")
     ap.add_argument("--nice", type=int, default=-10 if os.geteuid() == 0 else 0,
                     help="nice value for everything started (default -10 as root, else 0)")

@@ -1,4 +1,4 @@
-"""Scenario 4: the six attacks between clients (issue 17), unclog and the peers.
+"""Scenario 4: the attacks between clients (issue 17), unclog and the peers.
 
 One address attacks (127.0.0.1), another is the victim (127.0.0.2, build/probe
 --from); both connect to 127.0.0.1. Each attack gets a fresh server: first the
@@ -13,7 +13,7 @@ import time
 
 from . import log
 from .load import (FLOOD, SMALL, SMALL_FILES, make_small_fixtures, prewarm, small_paths,
-                   start_probe_args)
+                   start_probe_args, start_slow)
 from .scenarios import alternate, cpu_stall_us
 from .servers import attack_peers, unclog
 
@@ -29,27 +29,58 @@ PACE = 32  # the paced victim's 16 MiB GETs per second: 537 MB/s, under half of 
 BULK = ("--flood", "10", "--get", "/flood/16m-0*.bin", "--files", str(len(FLOOD)))
 
 
+SLOW = 2  # seconds between a slow attacker's steps on one connection
+SLOW_BODY_PEERS = "/1k.bin"  # the trickled body's path on the peers (they have no /gzip)
+
+
+def slow(shape, path):
+    """slow.py's arguments: HOG connections of SHAPE on PATH, a step every SLOW s."""
+    return ("--shape", shape, "--conns", str(HOG), "--path", path, "--interval", str(SLOW))
+
+
 @dataclasses.dataclass(frozen=True)
 class Attack:
-    name: str  # the key in the CSV: hog, silent, files, gzip, bulk, paced
+    name: str  # the key in the CSV: hog, silent, head, body, reader, files, gzip, bulk, paced
     short: str  # the plot's panel title
     title: str  # the table's words for the attack
-    attacker: tuple  # build/probe's arguments
+    attacker: tuple  # build/probe's arguments, or slow.py's (slow)
     victim: str  # a key of VICTIMS
     lead: float  # seconds the attacker runs before the victim starts
     gzip: bool = False  # needs POST /gzip (unclog, Node.js)
+    holds: bool = False  # takes connections, not work: 503s and closes are its lot
+    slow: bool = False  # the attacker is slow.py
+    on_peers: tuple = None  # the attacker's arguments on the peers, when they differ
+
+    def attacker_for(self, server):
+        return self.on_peers if self.on_peers and server.config.server != "unclog" \
+            else self.attacker
 
 
 ATTACKS = (
     Attack("hog", "connection hog",
            f"connection hog: {HOG:,} keep-alive connections, one GET /1k.bin on each every 3 s",
-           ("--hog", str(HOG), "--hog-interval", "3", "--get", "/1k.bin"), "get-close", 2.0),
+           ("--hog", str(HOG), "--hog-interval", "3", "--get", "/1k.bin"), "get-close", 2.0,
+           holds=True),
     # a client that only connects: no request, so nothing to answer, and each
     # connection the server closes is opened again at once
     Attack("silent", "silent hog",
            f"silent hog: {HOG:,} connections that never send a byte, each reopened as soon "
            "as it closes", ("--hog", str(HOG), "--hog-silent", "--get", "/1k.bin"),
-           "get-close", 2.0),
+           "get-close", 2.0, holds=True),
+    # the slow shapes: each connection costs the attacker a few bytes every SLOW s
+    Attack("head", "trickled head",
+           f"trickled head: {HOG:,} connections, each sending a GET's head one header line "
+           f"every {SLOW} s, reopened when closed", slow("head", "/1k.bin"), "get-close", 2.0,
+           holds=True, slow=True),
+    Attack("body", "trickled body",
+           f"trickled body: {HOG:,} connections, each POSTing Content-Length: 16 MiB one byte "
+           f"every {SLOW} s (to /gzip; on the peers to {SLOW_BODY_PEERS}), reopened when closed",
+           slow("body", "/gzip"), "get-close", 2.0, holds=True, slow=True,
+           on_peers=slow("body", SLOW_BODY_PEERS)),
+    Attack("reader", "slow reader",
+           f"slow reader: {HOG:,} connections, each GET /16m.bin through a 1 KiB receive "
+           f"buffer, 512 bytes read every {SLOW} s, reopened when closed",
+           slow("read", "/16m.bin"), "get-close", 2.0, holds=True, slow=True),
     Attack("files", "small-file flood",
            f"small-file flood: 64 connections over {SMALL_FILES:,} distinct 8 KiB files",
            ("--flood", "64", "--get", SMALL, "--files", str(SMALL_FILES)), "get", 1.0),
@@ -123,8 +154,9 @@ def phase(session, server, attack, attacked, tag):
     csv = os.path.join(session.tmp, f"{tag}-victim.csv") if attack.victim != "bulk" else None
     att = None
     if attacked:
-        att = start_probe_args(session, server.port, attack.attacker,
-                               attack.lead + WARMUP + seconds + 0.5, ATTACKER)
+        start = start_slow if attack.slow else start_probe_args
+        att = start(session, server.port, attack.attacker_for(server),
+                    attack.lead + WARMUP + seconds + 0.5, ATTACKER)
         time.sleep(attack.lead)
     row = {"series": os.path.relpath(csv, session.out) if csv else ""}
     row.update(victim_row(start_probe_args(session, server.port, args, seconds, VICTIM,
@@ -164,8 +196,7 @@ def run_attacks(session):
                     session.warnings.add(
                         f"{server.label} {attack.name} round {r}: CPU pressure {pct:.0f}% "
                         "with the victim alone: other work on this machine; expect noise")
-            hog = attack.name in ("hog", "silent")  # hogs expect 503s
-            if row.get("attacker_errors") and not hog:
+            if row.get("attacker_errors") and not attack.holds:  # hogs expect 503s
                 session.warnings.add(f"{server.label} {attack.name} round {r}: the attacker "
                                      f"had {row['attacker_errors']} failed requests")
             rows.append(row)

@@ -176,6 +176,13 @@ def start_probe_args(session, port, args, seconds, source, csv_path=None):
     return Tool(session, cmd, seconds)
 
 
+def start_slow(session, port, args, seconds, source):
+    """slow.py: the slow attacker (a trickled head or body, a slow reader) from source."""
+    cmd = [sys.executable, os.path.join(PKG, "slow.py"), "--port", str(port), *args,
+           "--duration", f"{seconds:g}", "--from", source]
+    return Tool(session, cmd, seconds)
+
+
 def start_evictor(session, seconds, paths):
     """evict.py: posix_fadvise(DONTNEED) on paths, every 50 ms for seconds."""
     cmd = [sys.executable, os.path.join(PKG, "evict.py"), "--interval", "0.05",

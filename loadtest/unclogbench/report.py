@@ -194,7 +194,7 @@ def attacker_cell(m, attack):
     if attack.victim in MB_S_VICTIMS:
         return f"{m['attacker_mb_s']:,.0f} MB/s"
     cell = f"{m['attacker_req_s']:,.0f} req/s"
-    if attack.name in ("hog", "silent"):
+    if attack.holds:
         cell += (f", {m['attacker_server_closed']:,.0f} closed by the server, "
                  f"{m['attacker_refused']:,.0f} × 503")
     return cell

@@ -8,9 +8,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/base/siphash.h"
 #include "server/base/snapshot.h"
 
 /* ---- a client is an address ------------------------------------------- */
+
+/* The key of client_of's hash: set before the first connection (and
+ * before workers fork, so that they share it), read-only afterwards. */
+static uint8_t client_key[SIPHASH_KEY_LEN];
+
+void clients_set_key(const uint8_t key[SIPHASH_KEY_LEN])
+{
+    memcpy(client_key, key, sizeof client_key);
+}
 
 uint64_t client_of(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits,
                    struct addr_prefix *out)
@@ -18,18 +28,14 @@ uint64_t client_of(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits
     struct addr_prefix a;
     addr_prefix_of(sa, v4_bits, v6_bits, &a);
     unsigned len = a.family == AF_INET ? 4 : a.family == AF_INET6 ? 16 : 0;
-    /* FNV-1a of what tells clients apart (the family, the prefix, the
-     * bytes), then MurmurHash3's finaliser: neighbouring addresses differ
-     * only in their last byte, which FNV alone spreads in a pattern. */
-    uint64_t h = 14695981039346656037ull;
-    const uint8_t head[2] = {a.family, a.bits};
-    for (unsigned i = 0; i < 2 + len; i++)
-        h = (h ^ (i < 2 ? head[i] : a.bytes[i - 2])) * 1099511628211ull;
-    h = (h ^ (h >> 33)) * 0xff51afd7ed558ccdull;
-    h = (h ^ (h >> 33)) * 0xc4ceb9fe1a85ec53ull;
+    /* What tells clients apart (the family, the prefix, the bytes), keyed:
+     * without the key, nobody can pick an address that shares a bucket
+     * with another's. */
+    uint8_t text[2 + sizeof a.bytes] = {a.family, a.bits};
+    memcpy(text + 2, a.bytes, len);
     if (out != NULL)
         *out = a;
-    return h ^ (h >> 33);
+    return siphash24(client_key, text, 2 + len);
 }
 
 /* ---- the table ----------------------------------------------------------- */

@@ -3,10 +3,10 @@
 
 /* Who holds the connections. A client is an address under a prefix (IPv4
  * /32 and IPv6 /64 by default, client_prefix); its id is that masked
- * address hashed. The table counts each client's connections in a fixed
- * number of buckets (CLIENTS_BUCKETS, by id: clients whose ids collide
- * share one, as the scheduler's flows do), so a million addresses cannot
- * grow it. Each bucket lists its idle connections, oldest first: those
+ * address hashed under a secret key. The table counts each client's
+ * connections in a fixed number of buckets (CLIENTS_BUCKETS, by id:
+ * clients whose ids collide share one, as the scheduler's flows do), so a
+ * million addresses cannot grow it. Each bucket lists its idle connections, oldest first: those
  * kept alive between requests, or whose request head is late, silent or
  * slow (the connection decides, conn.c).
  *
@@ -20,7 +20,8 @@
  * the last second (clients_ran, clients_sent): clients_top ranks who holds
  * the server.
  *
- * Pure: no libuv, no clock. A zeroed struct clients is an empty table. */
+ * Pure: no libuv, no clock; the key is set once at start. A zeroed
+ * struct clients is an empty table. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,10 +33,16 @@
 #define CLIENTS_BUCKETS 4096 /* a power of two */
 #define CLIENTS_TOP     8    /* rows of clients_stats' table of the top clients */
 
+/* Sets the key of client_of's hash (16 bytes, kept secret): called once
+ * at start, before any worker forks, so that every worker gives a client
+ * the same id. Until then the key is zeros. */
+void clients_set_key(const uint8_t key[16]);
+
 /* The client SA belongs to: its address under the prefix (addr_prefix_of)
  * in *OUT when OUT is not NULL. Returns the client's id: that masked
- * address (family, prefix length and bytes) hashed. Another family is one
- * client of its own (family 0). */
+ * address (family, prefix length and bytes) hashed with SipHash under the
+ * key (clients_set_key). Another family is one client of its own
+ * (family 0). */
 uint64_t client_of(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits,
                    struct addr_prefix *out);
 

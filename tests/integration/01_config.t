@@ -185,6 +185,21 @@ def test_errors():
        "status %r stderr %s" % (status, err))
 
 
+def test_client_key():
+    """UNCLOG_CLIENT_KEY, a fixed key for the clients' hash (the harness
+    sets one), is 32 hex digits or the server does not start (status 2:
+    retrying cannot help)."""
+    kept = os.environ["UNCLOG_CLIENT_KEY"]
+    try:
+        for bad in ("", "00" * 15, "00" * 17, "0g" + "00" * 15, "+0" + "00" * 15):
+            os.environ["UNCLOG_CLIENT_KEY"] = bad
+            status, out, err = run_with_conf("")[:3]
+            ok(status == 2 and "UNCLOG_CLIENT_KEY is not 32 hex digits" in err,
+               "UNCLOG_CLIENT_KEY=%r is refused" % bad, "status %r stderr %s" % (status, err))
+    finally:
+        os.environ["UNCLOG_CLIENT_KEY"] = kept
+
+
 def test_conf_covers_every_key():
     """conf/unclog.conf, the documented default, sets every key --help lists
     (the one key table), each to the default --help gives."""
@@ -207,6 +222,7 @@ def main():
     test_config_file()
     test_positional_dir()
     test_errors()
+    test_client_key()
     test_listen()
 
 

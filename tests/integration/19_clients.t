@@ -7,7 +7,7 @@
 # below), although every one of A's reads has fewer bytes left than B's;
 # under fifo B waits for everything A queued before it. Counters, not
 # timings. (127.0.0.2 and 127.0.0.3 hash to different buckets of the
-# scheduler, 31 and 29 of 64.)
+# scheduler under the tests' key, harness.py: 15 and 45 of 64.)
 import os
 
 from harness import SLOW, KiB, Server, gunzip, is_, ok, poll, random_bytes, run, text_bytes

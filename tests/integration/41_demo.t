@@ -4,12 +4,13 @@
 # at the end of --duration and on SIGINT mid-run — with wrk and with the
 # probe's own flood (--no-wrk); --script switches the settings live and
 # prints its tables; --act attack runs the fairness act (a hog, a small-file
-# flood and a /gzip flood from 127.0.0.3, each under fifo and fair, against
-# the victim's probe from 127.0.0.2) and prints its table: every row, no 503
-# for the victim under the hog, the hog refused or evicted (its own summary
-# and /stats), nothing left running; its lines in time order, within 120
-# columns; a taken port and a busy machine warned at start. Also build/probe
-# --flood on its own.
+# flood and a /gzip flood from 127.0.0.3, and here with --attacks the slow
+# reader too, each under fifo and fair, against the victim's probe from
+# 127.0.0.2) and prints its table: every row, no 503 for the victim under
+# the hog, the hog refused or evicted (its own summary and /stats), the slow
+# reader holding connections and refused beyond the limit, nothing left
+# running; its lines in time order, within 120 columns; a taken port and a
+# busy machine warned at start. Also build/probe --flood on its own.
 #
 # Needs build/probe (make test builds it); never compiles.
 import json
@@ -165,12 +166,13 @@ def check_script(root):
         "--script: a row per switch")
 
 
-ATTACK_ROWS = [(a, s) for a in ("hog", "files", "gzip") for s in ("fifo", "fair")]
+ATTACK_ROWS = [(a, s) for a in ("hog", "files", "gzip", "reader") for s in ("fifo", "fair")]
 
 
 def check_attack(root):
     demo = Demo(root, "--act", "attack", "--phase", "2", "--attack-files", "300",
-                "--max-connections", "96", "--hog", "192", "--rate", "20")
+                "--max-connections", "96", "--hog", "192", "--rate", "20",
+                "--attacks", "hog,files,gzip,reader")
     rc = demo.wait(90 * SLOW)
     is_(rc, 0, "--act attack: exit status 0")
     like(demo.out, r"Dashboard: http://127\.0\.0\.1:\d+/\.unclog/dashboard",
@@ -182,7 +184,7 @@ def check_attack(root):
     is_(len(pids), 1 + 2 * len(ATTACK_ROWS),
         "--act attack: the server, and a victim and an attacker a step")
     is_([p for p in pids if alive(p)], [], "--act attack: none of them is left")
-    rows = re.findall(r"(?m)^\| (hog|files|gzip) \| (fifo|fair) \| ", demo.out)
+    rows = re.findall(r"(?m)^\| (hog|files|gzip|reader) \| (fifo|fair) \| ", demo.out)
     is_(rows, ATTACK_ROWS, "--act attack: the table has a row per attack and scheduler")
     like(demo.out, r"(?m)^ *\d+ s  hog · fair +\S+ +\S+ +\d+ ",
          "--act attack: lines a second name the step")
@@ -213,6 +215,13 @@ def check_attack(root):
            "--act attack: hog · %s: /stats counts its refusals or evictions" % sched, repr(srv))
         ok((hog.get("top_client") or {}).get("client") == "127.0.0.3",
            "--act attack: hog · %s: the attacker was the top client" % sched, repr(hog))
+        reader = steps.get(("reader", sched), {})
+        is_(reader.get("attacker", {}).get("mode"), "slow-read",
+            "--act attack: reader · %s: slow.py's summary" % sched)
+        ok(reader.get("attacker", {}).get("held_mean", 0) > 0
+           and (reader.get("server", {}).get("refused_top_client") or 0) > 0,
+           "--act attack: reader · %s: it held connections, and those beyond the limit were "
+           "refused as the top client's" % sched, repr(reader))
 
 
 def check_attack_sigint(root):

@@ -43,6 +43,12 @@ import zlib
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("UNCLOG_BIN") or os.path.join(REPO, "build", "unclog")
 ASAN = os.environ.get("UNCLOG_ASAN", "") not in ("", "0")
+# Every server the tests start (and those the demo starts) hashes clients
+# under this key, not a random one: with it 127.0.0.1 to 127.0.0.5 and ::/64
+# each have a bucket of their own in every table that hashes clients (the
+# connections', the scheduler's, the budget's, the send shares', the turns'),
+# so a test between two clients never finds them sharing one by chance.
+os.environ.setdefault("UNCLOG_CLIENT_KEY", "0000756e636c6f672d74657374730000")
 
 # Sanitizer builds run about three times slower: every guard scales with this.
 SLOW = 3 if ASAN else 1

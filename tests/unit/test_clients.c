@@ -92,6 +92,40 @@ static void test_prefix(void)
        "a peer that is not IP is one client, shown as -");
 }
 
+/* Under KEY, the addresses of 127.0.0.0/16 in 127.0.0.1's bucket: a bit
+ * per address in SHARED (65,536 bits); returns how many. */
+static unsigned bucket_mates(uint8_t key, uint8_t shared[8192])
+{
+    uint8_t k[16];
+    memset(k, key, sizeof k);
+    clients_set_key(k);
+    char shown[64];
+    uint32_t own = bucket_of(client("127.0.0.1", 32, 64, shown));
+    unsigned n = 0;
+    memset(shared, 0, 8192);
+    for (unsigned host = 0; host < 65536; host++) {
+        char text[32];
+        snprintf(text, sizeof text, "127.0.%u.%u", host / 256, host % 256);
+        if (host != 1 && bucket_of(client(text, 32, 64, shown)) == own) {
+            shared[host / 8] |= (uint8_t)(1u << host % 8);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Which addresses share a bucket depends on the key: whoever does not
+ * know it cannot pick an address in another's bucket. */
+static void test_keyed(void)
+{
+    static uint8_t a[8192], b[8192];
+    unsigned na = bucket_mates(1, a), nb = bucket_mates(2, b);
+    ok(na > 0 && nb > 0, "under either key some of 127.0.0.0/16 share 127.0.0.1's bucket");
+    ok(memcmp(a, b, sizeof a) != 0, "under another key, other addresses share it");
+    static const uint8_t zero[16];
+    clients_set_key(zero);
+}
+
 /* N ids of clients in N distinct buckets: 10.0.0.1 onwards. */
 static void distinct_clients(uint64_t *ids, unsigned n)
 {
@@ -428,6 +462,7 @@ int main(void)
 {
     test_peers();
     test_prefix();
+    test_keyed();
     test_make_room();
     test_burst();
     test_give_way();
