@@ -46,6 +46,7 @@ struct open_job {
     const char *root; /* the server's realpath'ed root, immutable while running */
     size_t root_len;
     bool want_dir, want_gz, want_listing, gzip_possible;
+    bool dotfiles;              /* hidden names listed */
     int inotify_fd;             /* the cache's, or -1: no body wanted */
     size_t cache_max;           /* largest body wanted */
     struct disk_emulation disk; /* emulate_disk when the job was submitted */
@@ -176,7 +177,7 @@ static void list_work(struct gateway_job *job)
     struct open_job *j = container_of(job, struct open_job, job);
     char shown[PATH_MAX + 2];
     snprintf(shown, sizeof shown, "/%s%s", j->relative, j->relative[0] ? "/" : "");
-    j->listing = listing_build(j->path, shown, &j->listing_len);
+    j->listing = listing_build(j->path, shown, j->dotfiles, &j->listing_len);
     j->err = j->listing ? 0 : -errno;
 }
 
@@ -563,6 +564,11 @@ static int static_on_request(struct conn *c, const struct request *req)
         free(j);
         return rc == -EINVAL ? 400 : rc == -EACCES ? 403 : 414;
     }
+    /* Hidden as if absent: a project's .git/ or .env is no one's business. */
+    if (!cfg->dotfiles && path_hidden(j->relative)) {
+        free(j);
+        return 404;
+    }
     bool ranged = req->headers[HEADER_RANGE] != NULL;
     j->gzip_possible =
         (cfg->gzip_static || cfg->gzip_files) && accepts_gzip(req->headers[HEADER_ACCEPT_ENCODING]);
@@ -584,6 +590,7 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->root_len = root_len;
     j->want_gz = cfg->gzip_static && j->gzip_possible && !ranged;
     j->want_listing = cfg->listing;
+    j->dotfiles = cfg->dotfiles;
     j->inotify_fd = cached ? cache->inotify_fd : -1;
     j->cache_max = cfg->file_cache_max_file;
     j->disk = server_config(srv)->emulate_disk;
@@ -650,6 +657,9 @@ static const struct route static_routes[] = {
 static const struct config_key static_keys[] = {
     {"listing", CONFIG_BOOL, CONFIG_FIELD(struct static_config, listing), 0, 0, "off", "on|off",
      "HTML listing of directories without index.html", CONFIG_RELOAD, NULL},
+    {"dotfiles", CONFIG_BOOL, CONFIG_FIELD(struct static_config, dotfiles), 0, 0, "off", "on|off",
+     "serve and list names starting with '.' (off: 404, but /.well-known/ is served)",
+     CONFIG_RELOAD, NULL},
     {"gzip_files", CONFIG_BOOL, CONFIG_FIELD(struct static_config, gzip_files), 0, 0, "on",
      "on|off", "gzip compressible files on the fly when the client accepts it", CONFIG_LIVE, NULL},
     {"gzip_static", CONFIG_BOOL, CONFIG_FIELD(struct static_config, gzip_static), 0, 0, "on",
