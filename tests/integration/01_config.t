@@ -184,6 +184,25 @@ def test_errors():
        "status %r stderr %s" % (status, err))
 
 
+def test_helpful_errors():
+    status, _, err, conf = run_with_conf("threads = 2\npartiton = 64k\n")
+    is_(status, 2, "a mistyped key: exit status 2")
+    like(err, re.escape(conf) + r":2: unknown key 'partiton' \(did you mean 'partition'\?\)",
+         "a mistyped key: file:line, and the near key offered")
+    status, _, err, _ = run_with_conf("", ["--gzip-partiton", "4k"])
+    is_(status, 2, "a mistyped flag: exit status 2")
+    like(err, r"unknown option '--gzip-partiton' \(did you mean --gzip-partition\?\)",
+         "a mistyped flag: the near flag offered")
+    conf_text = "listing = yes\n# again\nthreads = 2\nlisting = false\n"
+    with Server(conf_text=conf_text, name="server, listing twice, yes then false") as srv:
+        like(srv.stderr(), re.escape(srv.conf_path) + r":4: listing set again \(first at " +
+             re.escape(srv.conf_path) + r":1\)", "a repeated key is warned of, both lines")
+        is_(srv.get("/").status, 404, "  the last one (false) wins: no listing")
+    with Server(conf_text="listing = true\n", name="server, listing = true") as srv:
+        ok("set again" not in srv.stderr(), "a key set once: no warning")
+        is_(srv.get("/").status, 200, "listing = true: a listing")
+
+
 def test_conf_covers_every_key():
     """conf/unclog.conf, the documented default, sets every key --help lists
     (the one key table), each to the default --help gives."""
@@ -206,6 +225,7 @@ def main():
     test_config_file()
     test_positional_dir()
     test_errors()
+    test_helpful_errors()
     test_listen()
 
 
