@@ -55,6 +55,7 @@ struct open_job {
     enum stage stage;
     int err;
     bool redirect;
+    bool no_index; /* a directory without index.html, and listing off */
     struct file f;
     int wd;        /* inotify watch on the file, or -1 */
     char *body;    /* its body, for the cache */
@@ -118,6 +119,7 @@ static void open_directory(struct open_job *j)
         j->stage = STAGE_LIST;
         return;
     }
+    j->no_index = j->err == -ENOENT;
     if (j->err == 0 && S_ISDIR(j->f.st.st_mode))
         j->err = -ENOENT;
 }
@@ -464,7 +466,12 @@ static void send_file(struct conn *c, struct file *f, const char *type)
 
 static void respond(struct conn *c, struct open_job *j)
 {
-    if (j->err != 0) {
+    if (j->no_index) {
+        conn_head_start(c, 404);
+        conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
+        conn_send_text(c, "404 Not Found: this directory has no index.html "
+                          "(listing = on would list it)\n");
+    } else if (j->err != 0) {
         conn_send_error(c, status_for(j->err, j->path), NULL);
     } else if (j->redirect) {
         redirect(c, j);
@@ -600,6 +607,7 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->body = NULL;
     j->err = 0;
     j->redirect = false;
+    j->no_index = false;
     j->listing = NULL;
     j->stage = STAGE_NONE;
     struct gateway_cost cost = {.bytes = 0, .remaining = 0, .flow = conn_flow(c)};

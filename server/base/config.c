@@ -465,7 +465,7 @@ int config_set(struct config *cfg, const char *key, const char *text, char err[C
         if (near != NULL)
             fail(err, "unknown key '%s' (did you mean '%s'?)", key, near);
         else
-            fail(err, "unknown key '%s' (see --help)", key);
+            fail(err, "unknown key '%s'", key);
         return -1;
     }
     if (set_field(field_of(cfg, r), r.key, text, msg) != 0) {
