@@ -275,7 +275,11 @@ int server_open_listener(const char *listen, int *fd)
         return rc;
     }
     rc = bind_listener((struct sockaddr *)&addr, fd);
-    if (rc < 0)
+    if (rc == UV_EADDRINUSE)
+        log_error("listen on %s: %s: another program holds the port; --listen ADDR:0 takes "
+                  "any free one (make run RUN_ARGS='--listen 127.0.0.1:0')",
+                  listen, uv_strerror(rc));
+    else if (rc < 0)
         log_error("listen on %s: %s", listen, uv_strerror(rc));
     return rc;
 }

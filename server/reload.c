@@ -54,17 +54,19 @@ void server_apply(struct server *srv, const struct config *next)
     uint64_t now = uv_now(srv->loop) - srv->started_ms;
     const struct config_key *k;
     for (size_t i = 0; (k = config_key_at(next, i)) != NULL; i++) {
-        char was[64], is[64];
-        if (k->when != CONFIG_LIVE)
+        char was[1024], is[1024]; /* a string key whole, so that any change shows */
+        /* A restart key keeps its value; the reload says so itself. */
+        if (k->when == CONFIG_RESTART)
             continue;
         config_get(srv->cfg, k->name, was, sizeof was);
         config_get(next, k->name, is, sizeof is);
-        if (strcmp(was, is) != 0) {
+        if (strcmp(was, is) != 0)
+            log_info("%s: %s -> %s", k->name, was, is);
+        if (k->when == CONFIG_LIVE && strcmp(was, is) != 0) {
             srv->live_changed[i] = true;
             srv->live_changed_ms[i] = now;
             if (srv->control == NULL) /* with workers, control_publish marks */
                 history_add_marker(&srv->history, now, k->name, is);
-            log_info("%s: %s -> %s", k->name, was, is);
         }
     }
     *srv->cfg = *next;

@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "server/http/conn.h"
@@ -154,10 +155,19 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->argv = argv;
     srv->started_ms = uv_now(loop);
     server_date(srv);
-    if (realpath(cfg->root, srv->root) == NULL) {
+    struct stat st;
+    if (realpath(cfg->root, srv->root) == NULL || stat(srv->root, &st) < 0) {
         int err = -errno;
-        log_error("root \"%s\": %s", cfg->root, strerror(-err));
+        /* Run outside the repository, the default root (static/) is not there. */
+        log_error("root \"%s\": %s%s", cfg->root, strerror(-err),
+                  err == -ENOENT ? ": name the directory to serve, as in: unclog DIR" : "");
         return err;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        log_error("root \"%s\": not a directory: unclog serves a directory (unclog DIR), "
+                  "and its files by their paths",
+                  cfg->root);
+        return -ENOTDIR;
     }
     srv->root_len = strlen(srv->root);
     gateway_init(&srv->gateway, loop, (enum sched_mode)cfg->scheduler, cfg->threads);

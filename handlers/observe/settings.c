@@ -154,8 +154,10 @@ static int settings_on_headers(struct conn *c, const struct request *req)
 {
     if (req->method != HTTP_POST)
         return 0;
+    /* A body a form could hold is dropped, for on_request to say why;
+     * a larger one is not read from a client that may not post at all. */
     if (!allowed(c))
-        return 403;
+        return req->chunked || (req->has_length && req->content_length > FORM_MAX) ? 403 : 0;
     if (settings_refusal(req) != NULL)
         return 0; /* no form: the body is dropped, on_request says why */
     if (req->has_length && req->content_length > FORM_MAX)

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -54,8 +55,20 @@ static int by_name(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* Reads DIR's entries (all but "." and ".."). Returns the count or -errno. */
-static long read_entries(const char *dir, struct entry **out)
+/* Whether the entry NAME of the directory shown as URL_PATH is hidden
+ * (path_hidden of its path under the root). */
+static bool hidden(const char *url_path, const char *name)
+{
+    if (name[0] != '.')
+        return false;
+    char relative[PATH_MAX];
+    int n = snprintf(relative, sizeof relative, "%s%s", url_path + 1, name);
+    return n < 0 || (size_t)n >= sizeof relative || path_hidden(relative);
+}
+
+/* Reads DIR's entries (all but "." and "..", and hidden ones unless
+ * DOTFILES). Returns the count or -errno. */
+static long read_entries(const char *dir, const char *url_path, bool dotfiles, struct entry **out)
 {
     DIR *d = opendir(dir);
     if (d == NULL)
@@ -66,6 +79,8 @@ static long read_entries(const char *dir, struct entry **out)
     long rc = 0;
     while (n < ENTRIES_MAX && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (!dotfiles && hidden(url_path, de->d_name))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
@@ -102,10 +117,10 @@ static long read_entries(const char *dir, struct entry **out)
     return (long)n;
 }
 
-char *listing_build(const char *dir, const char *url_path, size_t *len)
+char *listing_build(const char *dir, const char *url_path, bool dotfiles, size_t *len)
 {
     struct entry *list = NULL;
-    long n = read_entries(dir, &list);
+    long n = read_entries(dir, url_path, dotfiles, &list);
     if (n < 0) {
         errno = (int)-n;
         return NULL;

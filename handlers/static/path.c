@@ -77,6 +77,20 @@ int path_resolve(const char *target, char *out, size_t size, bool *dir)
     return 0;
 }
 
+bool path_hidden(const char *relative)
+{
+    static const char well_known[] = ".well-known";
+    const char *seg = relative;
+    if (strncmp(seg, well_known, sizeof well_known - 1) == 0 &&
+        (seg[sizeof well_known - 1] == '/' || seg[sizeof well_known - 1] == '\0'))
+        seg += sizeof well_known - 1;
+    for (; *seg != '\0'; seg++) {
+        if (*seg == '.' && (seg == relative || seg[-1] == '/'))
+            return true;
+    }
+    return false;
+}
+
 bool path_encode(const char *path, char *out, size_t size)
 {
     static const char safe[] = "-._~/!$&'()*+,;=:@";

@@ -12,6 +12,11 @@
  * would climb above the root; -ENAMETOOLONG when OUT is too small. */
 int path_resolve(const char *target, char *out, size_t size, bool *dir);
 
+/* Whether RELATIVE, a path as path_resolve gives it, is hidden: one of its
+ * segments starts with '.' (".env", ".git/config", "a/.htaccess"). The first
+ * segment ".well-known" (RFC 8615) is not hidden itself. */
+bool path_hidden(const char *relative);
+
 /* Percent-encodes PATH for a Location header or a link into OUT.
  * Returns false when OUT is too small. */
 bool path_encode(const char *path, char *out, size_t size);

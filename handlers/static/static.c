@@ -46,6 +46,7 @@ struct open_job {
     const char *root; /* the server's realpath'ed root, immutable while running */
     size_t root_len;
     bool want_dir, want_gz, want_listing, gzip_possible;
+    bool dotfiles;              /* hidden names listed */
     int inotify_fd;             /* the cache's, or -1: no body wanted */
     size_t cache_max;           /* largest body wanted */
     struct disk_emulation disk; /* emulate_disk when the job was submitted */
@@ -54,6 +55,7 @@ struct open_job {
     enum stage stage;
     int err;
     bool redirect;
+    bool no_index; /* a directory without index.html, and listing off */
     struct file f;
     int wd;        /* inotify watch on the file, or -1 */
     char *body;    /* its body, for the cache */
@@ -117,6 +119,7 @@ static void open_directory(struct open_job *j)
         j->stage = STAGE_LIST;
         return;
     }
+    j->no_index = j->err == -ENOENT;
     if (j->err == 0 && S_ISDIR(j->f.st.st_mode))
         j->err = -ENOENT;
 }
@@ -176,7 +179,7 @@ static void list_work(struct gateway_job *job)
     struct open_job *j = container_of(job, struct open_job, job);
     char shown[PATH_MAX + 2];
     snprintf(shown, sizeof shown, "/%s%s", j->relative, j->relative[0] ? "/" : "");
-    j->listing = listing_build(j->path, shown, &j->listing_len);
+    j->listing = listing_build(j->path, shown, j->dotfiles, &j->listing_len);
     j->err = j->listing ? 0 : -errno;
 }
 
@@ -437,7 +440,12 @@ static void send_file(struct conn *c, struct file *f, const char *type)
 
 static void respond(struct conn *c, struct open_job *j)
 {
-    if (j->err != 0) {
+    if (j->no_index) {
+        conn_head_start(c, 404);
+        conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
+        conn_send_text(c, "404 Not Found: this directory has no index.html "
+                          "(listing = on would list it)\n");
+    } else if (j->err != 0) {
         conn_send_error(c, status_for(j->err, j->path), NULL);
     } else if (j->redirect) {
         redirect(c, j);
@@ -537,6 +545,11 @@ static int static_on_request(struct conn *c, const struct request *req)
         free(j);
         return rc == -EINVAL ? 400 : rc == -EACCES ? 403 : 414;
     }
+    /* Hidden as if absent: a project's .git/ or .env is no one's business. */
+    if (!cfg->dotfiles && path_hidden(j->relative)) {
+        free(j);
+        return 404;
+    }
     bool ranged = req->headers[HEADER_RANGE] != NULL;
     j->gzip_possible = (cfg->gzip_static || cfg->gzip_files) &&
                        gzip_accepted(req->headers[HEADER_ACCEPT_ENCODING]);
@@ -558,6 +571,7 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->root_len = root_len;
     j->want_gz = cfg->gzip_static && j->gzip_possible && !ranged;
     j->want_listing = cfg->listing;
+    j->dotfiles = cfg->dotfiles;
     j->inotify_fd = cached ? cache->inotify_fd : -1;
     j->cache_max = cfg->file_cache_max_file;
     j->disk = server_config(srv)->emulate_disk;
@@ -567,6 +581,7 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->body = NULL;
     j->err = 0;
     j->redirect = false;
+    j->no_index = false;
     j->listing = NULL;
     j->stage = STAGE_NONE;
     struct gateway_cost cost = {.bytes = 0, .remaining = 0, .flow = conn_flow(c)};
@@ -624,6 +639,9 @@ static const struct route static_routes[] = {
 static const struct config_key static_keys[] = {
     {"listing", CONFIG_BOOL, CONFIG_FIELD(struct static_config, listing), 0, 0, "off", "on|off",
      "HTML listing of directories without index.html", CONFIG_RELOAD, NULL},
+    {"dotfiles", CONFIG_BOOL, CONFIG_FIELD(struct static_config, dotfiles), 0, 0, "off", "on|off",
+     "serve and list names starting with '.' (off: 404, but /.well-known/ is served)",
+     CONFIG_RELOAD, NULL},
     {"gzip_files", CONFIG_BOOL, CONFIG_FIELD(struct static_config, gzip_files), 0, 0, "on",
      "on|off", "gzip compressible files on the fly when the client accepts it", CONFIG_LIVE, NULL},
     {"gzip_static", CONFIG_BOOL, CONFIG_FIELD(struct static_config, gzip_static), 0, 0, "on",

@@ -15,6 +15,7 @@ extern const struct module static_module;
 /* The module's keys (static_module.config fills it). */
 struct static_config {
     bool listing;            /* HTML index of directories without index.html */
+    bool dotfiles;           /* serve and list hidden names (path_hidden) */
     bool gzip_files;         /* compress compressible files on the fly */
     bool gzip_static;        /* send FILE.gz when it exists and gzip is accepted */
     size_t gzip_min_size;    /* smaller files are sent as they are */

@@ -1,4 +1,5 @@
 #include "server/base/config.h"
+#include "server/base/log.h"
 #include "server/base/util.h"
 
 #include <ctype.h>
@@ -62,6 +63,49 @@ static struct key_ref find_ref(const struct config *cfg, const char *name, size_
 const struct config_key *config_find(const struct config *cfg, const char *name)
 {
     return find_ref(cfg, name, strlen(name)).key;
+}
+
+/* The edit distance (Levenshtein) between A and B, or more than MAX. */
+static size_t distance(const char *a, const char *b, size_t max)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t row[64];
+    if (la >= ARRAY_SIZE(row) || lb >= ARRAY_SIZE(row))
+        return max + 1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *config_near_key(const struct config *cfg, const char *name)
+{
+    /* A typo of a third of the name or more is another word. */
+    size_t max = strlen(name) / 3 < 2 ? strlen(name) / 3 : 2;
+    const char *near = NULL;
+    for (size_t i = 0;; i++) {
+        const struct config_key *k = ref_at(cfg, i).key;
+        if (k == NULL)
+            return near;
+        size_t d = distance(name, k->name, max);
+        if (d <= max) {
+            near = k->name;
+            max = d == 0 ? 0 : d - 1; /* only a nearer one replaces it */
+        }
+    }
 }
 
 static void fail(char err[CONFIG_ERR_MAX], const char *fmt, ...)
@@ -293,12 +337,17 @@ static int set_field(char *field, const struct config_key *k, const char *text,
         return 0;
     }
     case CONFIG_BOOL:
-        if (strcmp(text, "on") != 0 && strcmp(text, "off") != 0) {
-            fail(err, "'%s' is neither on nor off", text);
-            return -1;
+        /* The spellings other servers' files use too. */
+        if (strcmp(text, "on") == 0 || strcmp(text, "yes") == 0 || strcmp(text, "true") == 0) {
+            *(bool *)(void *)field = true;
+            return 0;
         }
-        *(bool *)(void *)field = strcmp(text, "on") == 0;
-        return 0;
+        if (strcmp(text, "off") == 0 || strcmp(text, "no") == 0 || strcmp(text, "false") == 0) {
+            *(bool *)(void *)field = false;
+            return 0;
+        }
+        fail(err, "'%s' is neither on nor off (nor yes/no, true/false)", text);
+        return -1;
     case CONFIG_PREFIX:
         return set_prefix(k, (struct config_prefix *)(void *)field, text, err);
     case CONFIG_ADDRS:
@@ -462,7 +511,11 @@ int config_set(struct config *cfg, const char *key, const char *text, char err[C
     char msg[CONFIG_ERR_MAX];
     struct key_ref r = find_ref(cfg, key, strlen(key));
     if (r.key == NULL) {
-        fail(err, "unknown key '%s'", key);
+        const char *near = config_near_key(cfg, key);
+        if (near != NULL)
+            fail(err, "unknown key '%s' (did you mean '%s'?)", key, near);
+        else
+            fail(err, "unknown key '%s'", key);
         return -1;
     }
     if (set_field(field_of(cfg, r), r.key, text, msg) != 0) {
@@ -494,6 +547,32 @@ static char *trim(char *s)
     return s;
 }
 
+/* The index of key NAME in CFG's tables, or -1. */
+static long key_index(const struct config *cfg, const char *name)
+{
+    const struct config_key *k;
+    for (size_t i = 0; (k = ref_at(cfg, i).key) != NULL; i++) {
+        if (strcmp(k->name, name) == 0)
+            return (long)i;
+    }
+    return -1;
+}
+
+/* Warns of KEY set again at LINE of PATH: the last line wins, which a
+ * reader of the file may not expect. FIRST holds each key's first line. */
+static void note_line(const struct config *cfg, int *first, const char *path, int line,
+                      const char *key)
+{
+    long i = key_index(cfg, key);
+    if (i < 0 || first == NULL)
+        return;
+    if (first[i] != 0)
+        log_warn("%s:%d: %s set again (first at %s:%d); the last one wins", path, line, key, path,
+                 first[i]);
+    else
+        first[i] = line;
+}
+
 int config_load_file(struct config *cfg, const char *path, char err[CONFIG_ERR_MAX])
 {
     FILE *f = fopen(path, "re");
@@ -501,6 +580,10 @@ int config_load_file(struct config *cfg, const char *path, char err[CONFIG_ERR_M
         fail(err, "%s: %s", path, strerror(errno));
         return -1;
     }
+    size_t nkeys = 0;
+    while (ref_at(cfg, nkeys).key != NULL)
+        nkeys++;
+    int *first = calloc(nkeys ? nkeys : 1, sizeof *first); /* no warnings without it */
     char line[4096];
     char msg[CONFIG_ERR_MAX];
     int lineno = 0;
@@ -525,11 +608,15 @@ int config_load_file(struct config *cfg, const char *path, char err[CONFIG_ERR_M
             break;
         }
         *eq = '\0';
-        if (config_set(cfg, trim(s), trim(eq + 1), msg) != 0) {
+        char *key = trim(s);
+        if (config_set(cfg, key, trim(eq + 1), msg) != 0) {
             fail(err, "%s:%d: %s", path, lineno, msg);
             rc = -1;
+        } else {
+            note_line(cfg, first, path, lineno, key);
         }
     }
+    free(first);
     if (rc == 0 && ferror(f)) {
         fail(err, "%s: read error", path);
         rc = -1;
@@ -612,7 +699,19 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
         struct key_ref r = strncmp(arg, "--", 2) == 0 ? find_flag(cfg, arg + 2, len - 2)
                                                       : (struct key_ref){NULL, NULL};
         if (r.key == NULL) {
-            fail(err, "unknown option '%.*s' (see --help)", (int)len, arg);
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(len > 2 ? len - 2 : 0), arg + 2);
+            for (char *c = name; *c != '\0'; c++)
+                *c = *c == '-' ? '_' : *c;
+            const char *near = len > 2 ? config_near_key(cfg, name) : NULL;
+            char flag[64];
+            snprintf(flag, sizeof flag, "%s", near ? near : "");
+            for (char *c = flag; *c != '\0'; c++)
+                *c = *c == '_' ? '-' : *c;
+            if (near != NULL)
+                fail(err, "unknown option '%.*s' (did you mean --%s?)", (int)len, arg, flag);
+            else
+                fail(err, "unknown option '%.*s' (see --help)", (int)len, arg);
             return -1;
         }
         const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);

@@ -166,6 +166,10 @@ const struct config_key *config_key_at(const struct config *cfg, size_t i);
 /* The key named NAME (config-file spelling), or NULL. */
 const struct config_key *config_find(const struct config *cfg, const char *name);
 
+/* The key of CFG whose name is nearest NAME by edit distance, if one is
+ * near enough to be a typo of it (partiton: partition), else NULL. */
+const char *config_near_key(const struct config *cfg, const char *name);
+
 /* What the command line asked for besides settings. --routes and
  * --job-classes are not in --help: they list what the man page's ENDPOINTS
  * are generated from (man/mkman.sh). */

@@ -115,6 +115,7 @@ struct conn {
     size_t field_len;
     int header; /* enum header being collected, or -1 */
     size_t values_len;
+    size_t value_start; /* where values[] holds the value being collected */
     size_t header_bytes;
     unsigned header_count;
     int error;          /* status for a request refused while parsing */

@@ -145,6 +145,7 @@ static int on_header_field_complete(llhttp_t *p)
         c->values_len += prev_len + 2;
     }
     c->req.headers[c->header] = start;
+    c->value_start = c->values_len;
     return 0;
 }
 
@@ -155,11 +156,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     c->header_bytes += len;
     if (c->header_bytes > conn__cfg(c)->max_header_size)
         return refuse(c, 431);
-    if (f->field == FIELD_HOST) {
-        if (!strict_host_chars(at, len))
-            return refuse(c, 400);
-        f->host_len += len;
-    } else if (f->field == FIELD_TE) {
+    if (f->field == FIELD_TE) {
         if (len < sizeof f->te - f->te_len) {
             memcpy(f->te + f->te_len, at, len);
             f->te_len += len;
@@ -178,11 +175,29 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     return 0;
 }
 
+/* The value just collected, less the white space around it (RFC 9110 5.5),
+ * is the one handlers read; a Host value (always collected) is judged on it. */
+static int end_value(struct conn *c)
+{
+    char *value = c->values + c->value_start;
+    size_t len = c->values_len - c->value_start;
+    const char *trimmed = strict_trim_ows(value, &len);
+    memmove(value, trimmed, len);
+    c->values_len = c->value_start + len;
+    c->values[c->values_len++] = '\0';
+    if (c->framing.field != FIELD_HOST)
+        return 0;
+    if (!strict_host_chars(value, len))
+        return refuse(c, 400);
+    c->framing.host_len = len;
+    return 0;
+}
+
 static int on_header_value_complete(llhttp_t *p)
 {
     struct conn *c = parser_conn(p);
-    if (c->header >= 0)
-        c->values[c->values_len++] = '\0';
+    if (c->header >= 0 && end_value(c) < 0)
+        return -1;
     c->header = -1;
     if (c->framing.field == FIELD_CONNECTION)
         strict_close_end(&c->framing.close);

@@ -72,6 +72,24 @@ bool strict_target_chars(const char *p, size_t len)
     return true;
 }
 
+static bool is_ows(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+const char *strict_trim_ows(const char *p, size_t *len)
+{
+    size_t n = *len;
+    while (n > 0 && is_ows(*p)) {
+        p++;
+        n--;
+    }
+    while (n > 0 && is_ows(p[n - 1]))
+        n--;
+    *len = n;
+    return p;
+}
+
 bool strict_host_chars(const char *p, size_t len)
 {
     for (size_t i = 0; i < len; i++) {

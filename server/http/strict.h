@@ -46,6 +46,12 @@ bool strict_token(const char *p, size_t len);
  * DEL or '#' (a fragment is never sent). Bytes >= 0x80 pass, as in nginx. */
 bool strict_target_chars(const char *p, size_t len);
 
+/* A field value without the optional white space (SP, HTAB) around it,
+ * which RFC 9110 5.5 says is not part of it: returns where the value in
+ * P[0..*LEN) starts, and sets *LEN to its length. White space inside stays
+ * (a Host of "a b" is still refused), and so does any other byte. */
+const char *strict_trim_ows(const char *p, size_t *len);
+
 /* Whether P[0..LEN) may appear in a Host value: a reg-name or IP literal and
  * an optional port (RFC 3986 3.2.2). */
 bool strict_host_chars(const char *p, size_t len);

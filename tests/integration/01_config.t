@@ -7,7 +7,9 @@
 # bind failure is exit status 1.
 import os
 import re
+import shutil
 import socket
+import tempfile
 
 from harness import (REPO, Server, help_entries, help_keys, is_, like, ok, run, run_bin,
                      run_with_conf)
@@ -103,6 +105,24 @@ def test_positional_dir():
         is_((resp.status, resp.body), (200, b"positional"), "positional DIR is the root")
 
 
+def test_root_not_a_directory():
+    tmp = tempfile.mkdtemp(prefix="unclog-test-")
+    try:
+        app = os.path.join(tmp, "app.js")
+        with open(app, "w") as f:
+            f.write("x\n")
+        status, _, err = run_bin(["--listen", "127.0.0.1:0", "--access-log", "off", app])
+        is_(status, 1, "a regular file as the root: exit status 1")
+        like(err, r'root "%s": not a directory: .*unclog DIR' % re.escape(app),
+             "a regular file as the root: the message says unclog serves a directory")
+        # Outside the repository: no conf/unclog.conf and no static/ here.
+        status, _, err = run_bin(["--listen", "127.0.0.1:0", "--access-log", "off"], cwd=tmp)
+        is_(status, 1, "no DIR and no static/ in reach: exit status 1")
+        like(err, r'root "static": .*unclog DIR', "no DIR in reach: the message says unclog DIR")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def expect_config_error(text, line, desc):
     """A config file whose line `line` is bad: exit 2 and CONF:LINE: on stderr."""
     status, _, err, conf = run_with_conf(text)
@@ -155,6 +175,8 @@ def test_listen():
     is_(status, 1, "an address in use: exit status 1, not 2")
     like(err, r"listen on 127\.0\.0\.1:%d: address already in use" % port,
          "an address in use is logged as such")
+    like(err, r"--listen ADDR:0.*make run RUN_ARGS='--listen 127\.0\.0\.1:0'",
+         "an address in use: the message says --listen ADDR:0 and make run RUN_ARGS")
 
 
 def test_errors():
@@ -200,6 +222,25 @@ def test_client_key():
         os.environ["UNCLOG_CLIENT_KEY"] = kept
 
 
+def test_helpful_errors():
+    status, _, err, conf = run_with_conf("threads = 2\npartiton = 64k\n")
+    is_(status, 2, "a mistyped key: exit status 2")
+    like(err, re.escape(conf) + r":2: unknown key 'partiton' \(did you mean 'partition'\?\)",
+         "a mistyped key: file:line, and the near key offered")
+    status, _, err, _ = run_with_conf("", ["--gzip-partiton", "4k"])
+    is_(status, 2, "a mistyped flag: exit status 2")
+    like(err, r"unknown option '--gzip-partiton' \(did you mean --gzip-partition\?\)",
+         "a mistyped flag: the near flag offered")
+    conf_text = "listing = yes\n# again\nthreads = 2\nlisting = false\n"
+    with Server(conf_text=conf_text, name="server, listing twice, yes then false") as srv:
+        like(srv.stderr(), re.escape(srv.conf_path) + r":4: listing set again \(first at " +
+             re.escape(srv.conf_path) + r":1\)", "a repeated key is warned of, both lines")
+        is_(srv.get("/").status, 404, "  the last one (false) wins: no listing")
+    with Server(conf_text="listing = true\n", name="server, listing = true") as srv:
+        ok("set again" not in srv.stderr(), "a key set once: no warning")
+        is_(srv.get("/").status, 200, "listing = true: a listing")
+
+
 def test_conf_covers_every_key():
     """conf/unclog.conf, the documented default, sets every key --help lists
     (the one key table), each to the default --help gives."""
@@ -221,8 +262,10 @@ def main():
     test_conf_covers_every_key()
     test_config_file()
     test_positional_dir()
+    test_root_not_a_directory()
     test_errors()
     test_client_key()
+    test_helpful_errors()
     test_listen()
 
 

@@ -2,10 +2,11 @@
 # SIGHUP re-reads the configuration file: live keys apply to new work while a
 # transfer begun before finishes byte-exact; restart-only keys keep their
 # value; a broken file (a bad listen too) changes nothing and is logged as
-# FILE:LINE; the access log is reopened (rotation); flags given on the
+# FILE:LINE; every key a reload changes is logged; the access log is reopened (rotation); flags given on the
 # command line still win.
 import hashlib
 import os
+import re
 import signal
 
 from harness import KiB, MiB, Conn, Server, is_, like, ok, poll, random_bytes, run
@@ -43,12 +44,17 @@ def main():
     status = c.read_head().status
     first = c.read_exact(100 * KiB)
 
-    rewrite(srv, conf_text(srv, "4k", "threads = 3\nmax_url = 512\n"))
+    rewrite(srv, conf_text(srv, "4k", "threads = 3\nmax_url = 512\nlisting = on\n"))
     hup(srv)
     stats = srv.stats()
     is_(stats["partition"], 4 * KiB, "after SIGHUP /stats shows partition 4k")
     is_(stats["threads"], 2, "threads needs a restart: still 2")
     like(srv.stderr(), r"reload: threads changed", "the kept restart-only key is logged")
+    # Every key the reload changed is logged, not only the live ones.
+    for key, change in (("partition", "64k -> 4k"), ("max_url", "8k -> 512"),
+                        ("listing", "off -> on")):
+        like(srv.stderr(), r"(?m) %s: %s$" % (key, change), "the reload logs %s: %s" % (key, change))
+    ok(not re.search(r"(?m) threads: ", srv.stderr()), "a restart key is not logged as changed")
     is_(srv.get("/" + "a" * 600).status, 414, "max_url 512 applies to new requests")
 
     reads = srv.stats()["jobs"]["read"]["submitted"]

@@ -30,8 +30,10 @@ def settings(srv, form=None, host="127.0.0.1"):
 
 def admin_off():
     with Server() as srv:
-        is_(settings(srv)[0], 403, "admin off: GET /settings is 403")
-        is_(settings(srv, "partition=4k")[0], 403, "admin off: POST /settings is 403")
+        for what, form in (("GET", None), ("POST", "partition=4k")):
+            status, text = settings(srv, form)
+            is_(status, 403, "admin off: %s /settings is 403" % what)
+            like(text, r"^403 Forbidden: .*admin = on", "admin off: %s says admin = on" % what)
         is_(srv.stats()["settings"]["partition"], "auto", "and nothing changed")
 
 

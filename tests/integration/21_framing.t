@@ -6,9 +6,11 @@
 # CR + any byte, obs-fold, junk after chunk data, Transfer-Encoding other
 # than chunked, HTTP/1.0 with Transfer-Encoding, missing or repeated Host,
 # spaces in field names, RTSP/ICE protocols, targets neither origin- nor
-# absolute-form, chunk extensions outside the RFC's grammar). Each case is
+# absolute-form, chunk extensions outside the RFC's grammar, white space
+# inside a Host or a Content-Length). Each case is
 # also sent one byte per write. Valid framing that looks odd must still
-# work, chunk extensions of every form the grammar allows among it: on
+# work, optional white space around field values (RFC 9110 5.5) and chunk
+# extensions of every form the grammar allows among it: on
 # POST /gzip, a GET that drops its body, and POST /settings.
 
 from harness import Conn, ProtocolError, Server, exchange, gunzip, is_, ok, run, statuses
@@ -108,6 +110,9 @@ BAD = [
     ("empty Host", b"GET /x.txt HTTP/1.1\r\nHost:\r\n\r\n"),
     ("Host with a slash", b"GET /x.txt HTTP/1.1\r\nHost: a/b\r\n\r\n"),
     ("Host with userinfo", b"GET /x.txt HTTP/1.1\r\nHost: u@a\r\n\r\n"),
+    ("Host with a space inside", b"GET /x.txt HTTP/1.1\r\nHost: a b\r\n\r\n"),
+    ("Host of white space only", b"GET /x.txt HTTP/1.1\r\nHost: \t \r\n\r\n"),
+    ("Content-Length 5 5", POST + b"Content-Length: 5 5\r\n\r\nhello"),
     # methods, versions, targets
     ("lower-case method", b"get /x.txt HTTP/1.1\r\nHost: a\r\n\r\n"),
     ("unknown method", b"FOO /x.txt HTTP/1.1\r\nHost: a\r\n\r\n"),
@@ -150,6 +155,8 @@ GOOD = [
     ("hex chunk sizes", TE + b"A\r\n0123456789\r\na\r\nabcdefghij\r\n0\r\n\r\n",
      b"0123456789abcdefghij"),
     ("Content-Length with OWS", POST + b"Content-Length: 5 \r\n\r\nhello", b"hello"),
+    ("Host and Content-Length with OWS (RFC 9110 5.5)",
+     b"POST /gzip HTTP/1.1\r\nHost: a \t\r\nContent-Length:  5  \r\n\r\nhello", b"hello"),
 ]
 
 
@@ -201,6 +208,10 @@ def test_valid(srv):
                       ("absolute-form HEAD", b"HEAD HTTPS://a:8/x.txt HTTP/1.1\r\nHost: a\r\n\r\n"),
                       ("HTTP/1.0 without Host", b"GET /x.txt HTTP/1.0\r\n\r\n"),
                       ("IPv6 Host", b"GET /x.txt HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n"),
+                      ("Host with a trailing space", b"GET /x.txt HTTP/1.1\r\nHost: a \r\n\r\n"),
+                      ("Host with a trailing tab", b"GET /x.txt HTTP/1.1\r\nHost: a\t\r\n\r\n"),
+                      ("Host with OWS both sides",
+                       b"GET /x.txt HTTP/1.1\r\nHost:\t a \t\r\n\r\n"),
                       ("tab and obs-text in a value",
                        b"GET /x.txt HTTP/1.1\r\nHost: a\r\nX: a\tb\xe9c\r\n\r\n"),
                       ("raw UTF-8 in the target", b"GET /x.txt?caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n"
@@ -262,6 +273,19 @@ def test_settings_extensions():
                 "POST /settings, chunk extensions: %s: /stats agrees" % desc)
 
 
+def test_ows(srv):
+    # RFC 9110 5.5: the white space around a value is not part of it, for
+    # any field the server reads.
+    raw = (b"POST /gzip HTTP/1.1\r\nHost: a\r\nExpect: 100-continue \t\r\n"
+           b"Content-Length: 5\r\nConnection: close\r\n\r\nhello")
+    data, _ = exchange(srv.port, raw)
+    is_(statuses(data), [100, 200], "Expect: 100-continue with OWS: 100, then 200")
+    raw = b"GET /x.txt HTTP/1.1\r\nHost: a\r\nRange: bytes=1-2\t\r\nConnection: close\r\n\r\n"
+    data, _ = exchange(srv.port, raw)
+    is_((statuses(data), data.endswith(b"\r\n\r\nel")), ([206], True),
+        "Range with a trailing tab: 206 of those bytes")
+
+
 def test_trailers(srv):
     # RFC 9110 6.5.1: a trailer is not a header. A Range in a trailer must not
     # turn the answer into a 206.
@@ -283,6 +307,7 @@ def main():
             check_bad(srv, desc, raw, 400, True)
         test_valid(srv)
         test_extensions(srv)
+        test_ows(srv)
         test_trailers(srv)
         resp = srv.get("/x.txt")
         is_((resp.status, resp.body), (200, b"hello"), "the server still answers")

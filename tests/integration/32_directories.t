@@ -99,6 +99,10 @@ def test_listing_off(srv):
         resp = srv.get(target)
         is_(resp.status, 404, "listing off: GET %s: 404" % target)
         ok(b"x.txt" not in resp.body, "listing off: GET %s: no listing" % target)
+        ok(b"listing = on" in resp.body, "listing off: GET %s: the body says listing = on"
+           % target, "body %r" % resp.body)
+    is_(srv.get("/noindex/nothing.txt").body, b"404 Not Found\n",
+        "a missing file: a plain 404, no word of listings")
     is_(srv.get("/noindex/x.txt").body, b"x", "listing off: files in it are served")
 
 

@@ -77,7 +77,9 @@ def self_contained():
 def site_files_win():
     files = {"dashboard.html": b"the site's own dashboard\n",
              ".unclog/dashboard.html": b"a sibling\n", ".unclog/index.html": b"an index\n"}
-    with Server(files=files, name="server of a site with its own files") as srv:
+    # dotfiles on: .unclog/ is a hidden name, served only then
+    with Server(files=files, args=["--dotfiles", "on"],
+                name="server of a site with its own files") as srv:
         for target, body in (("/dashboard.html", files["dashboard.html"]),
                              ("/.unclog/dashboard.html", files[".unclog/dashboard.html"]),
                              ("/.unclog/", files[".unclog/index.html"])):

@@ -213,6 +213,58 @@ static void test_files(void)
     ok(config_load_file(&cfg, "/nonexistent/unclog.conf", err) == -1, "missing file refused");
 }
 
+/* on/off, and the spellings other servers' files use; a typo of a key
+ * offers the key. */
+static void test_spellings(void)
+{
+    struct config cfg;
+    char err[CONFIG_ERR_MAX];
+    config_defaults(&cfg, tables);
+    static const struct {
+        const char *text;
+        const char *value;
+    } bools[] = {{"on", "on"},   {"yes", "on"}, {"true", "on"},
+                 {"off", "off"}, {"no", "off"}, {"false", "off"}};
+    for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++) {
+        char desc[64];
+        snprintf(desc, sizeof desc, "listing = %s is %s", bools[i].text, bools[i].value);
+        ok(config_set(&cfg, "listing", bools[i].text, err) == 0 &&
+               strcmp(value_of(&cfg, "listing"), bools[i].value) == 0,
+           desc);
+    }
+    is_int(config_set(&cfg, "listing", "maybe", err), -1, "listing = maybe refused");
+    is_int(config_set(&cfg, "listing", "ON", err), -1, "  and ON (values are lower case)");
+
+    static const struct {
+        const char *typo, *near;
+    } typos[] = {
+        {"partiton", "partition"},
+        {"partitio", "partition"},
+        {"parttion", "partition"},
+        {"thread", "threads"},
+        {"gzip_partiton", "gzip_partition"},
+        {"listng", "listing"},
+        {"lsiting", "listing"},
+        {"root", "root"},
+        {"bogus", NULL},
+        {"x", NULL},
+        {"", NULL},
+        {"partition_minimum", NULL},
+    };
+    for (size_t i = 0; i < sizeof typos / sizeof typos[0]; i++) {
+        char desc[96];
+        const char *got = config_near_key(&cfg, typos[i].typo);
+        snprintf(desc, sizeof desc, "near '%s': %s", typos[i].typo,
+                 typos[i].near ? typos[i].near : "none");
+        if (typos[i].near == NULL)
+            ok(got == NULL, desc);
+        else
+            is_str(got, typos[i].near, desc);
+    }
+    config_set(&cfg, "partiton", "4k", err);
+    ok(strstr(err, "did you mean 'partition'?") != NULL, "unknown key 'partiton' offers partition");
+}
+
 static void test_cli(void)
 {
     struct config cfg;
@@ -358,6 +410,7 @@ int main(void)
     test_listen();
     test_defaults_and_set();
     test_files();
+    test_spellings();
     test_cli();
     test_workers_and_reload();
     test_table();

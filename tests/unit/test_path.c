@@ -52,6 +52,34 @@ int main(void)
     bool dir;
     is_int(path_resolve("/abcdef", small, sizeof small, &dir), -ENAMETOOLONG, "too long for OUT");
 
+    static const struct {
+        const char *relative;
+        bool hidden;
+    } hidden[] = {
+        {"", false},
+        {"a.txt", false},
+        {"a/b.c/d", false},
+        {"a.", false},
+        {".env", true},
+        {".git/config", true},
+        {"a/.htaccess", true},
+        {"a/b/.x/c", true},
+        {"...", true},
+        {".well-known", false},
+        {".well-known/security.txt", false},
+        {".well-known/acme/x", false},
+        {".well-known/.x", true},
+        {".well-knownx", true},
+        {".well-known.txt", true},
+        {"a/.well-known/x", true},
+    };
+    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
+        char desc[128];
+        snprintf(desc, sizeof desc, "\"%s\" %s", hidden[i].relative,
+                 hidden[i].hidden ? "hidden" : "not hidden");
+        is_int(path_hidden(hidden[i].relative), hidden[i].hidden, desc);
+    }
+
     char enc[64];
     ok(path_encode("a b/ü\"<x>", enc, sizeof enc), "encode fits");
     is_str(enc, "a%20b/%C3%BC%22%3Cx%3E", "  encoded");

@@ -153,6 +153,29 @@ static void test_chunked(void)
     ok(!strict_chunked(""), "empty");
 }
 
+/* A value keeps what lies between its first and last byte that is not SP
+ * or HTAB: the trim moves its start by OFF and leaves LEFT bytes. */
+static void test_ows(void)
+{
+    static const struct {
+        const char *value;
+        size_t len, off, left;
+    } cases[] = {
+        {"localhost", 9, 0, 9}, {"localhost ", 10, 0, 9}, {"localhost\t", 10, 0, 9},
+        {" \t5 \t ", 6, 2, 1},  {"5 5", 3, 0, 3},         {"a b ", 4, 0, 3},
+        {"", 0, 0, 0},          {" \t ", 3, 3, 0},        {"a\r ", 3, 0, 2},
+        {"a\0 ", 3, 0, 2},      {"\va\v", 3, 0, 3},       {"\ta\tb\t", 5, 1, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char desc[80];
+        size_t len = cases[i].len;
+        const char *got = strict_trim_ows(cases[i].value, &len);
+        snprintf(desc, sizeof desc, "OWS trim of case %zu: from byte %zu, %zu bytes", i,
+                 cases[i].off, cases[i].left);
+        ok(got == cases[i].value + cases[i].off && len == cases[i].left, desc);
+    }
+}
+
 /* Whether the Connection VALUES ('|' between two lines) hold close, read
  * whole or one byte at a time. */
 static bool close_in(const char *values, bool split)
@@ -300,6 +323,7 @@ int main(void)
     test_targets();
     test_chunked();
     test_close();
+    test_ows();
     test_chunk_ext();
     return tap_done();
 }
