@@ -226,6 +226,7 @@ void clients_set_class(struct clients *t, struct client_link *l, enum client_cla
         *(l->next ? &l->next->prev : &c->list[l->class].newest) = l->prev;
         l->prev = l->next = NULL;
         cb->idle -= counts_as_idle(l->class);
+        t->in_class[l->class]--;
     }
     l->class = (uint8_t) class;
     if (class == CLIENT_NONE)
@@ -235,6 +236,7 @@ void clients_set_class(struct clients *t, struct client_link *l, enum client_cla
     *(l->prev ? &l->prev->next : &c->list[class].oldest) = l;
     c->list[class].newest = l;
     cb->idle += counts_as_idle(class);
+    t->in_class[class]++;
 }
 
 /* L's connection no longer counts for its client. */
@@ -388,6 +390,11 @@ static const struct snap_def evicted_class_def = {
             "idle (kept alive, or silent and late for its first request), late_head (a request "
             "head begun and late), slow (a body or response moving below min_rate), busy (the "
             "one busy longest, at max_connections only)."};
+static const struct snap_def class_now_def = {
+    .metric = "unclog_connections_by_class",
+    .name_label = "class",
+    .help = "Connections now by what they are doing, in the order they give way: idle, "
+            "late_head, slow (a body or response moving below min_rate), busy."};
 /* The address is /stats' alone: as a label, every address that ever
  * reached the top would stay a series of its own in Prometheus. */
 static const struct snap_def top_client_def = {
@@ -713,5 +720,9 @@ void clients_stats(const struct clients *t, uint64_t now_ms, const struct client
               0, CLIENTS_EVICTIONS);
     by_reason(s, NULL, "evicted_by_class", &evicted_class_def, class_names, t->evicted_class,
               CLIENT_IDLE, CLIENT_CLASSES);
+    uint64_t now[CLIENT_CLASSES];
+    for (unsigned k = 0; k < CLIENT_CLASSES; k++)
+        now[k] = t->in_class[k];
+    by_reason(s, NULL, "by_class", &class_now_def, class_names, now, CLIENT_IDLE, CLIENT_CLASSES);
     top_stats(t, now_ms, peers, npeers, s);
 }

@@ -132,6 +132,7 @@ struct clients {
     uint64_t refused[CLIENTS_REFUSALS];
     uint64_t evicted[CLIENTS_EVICTIONS];
     uint64_t evicted_class[CLIENT_CLASSES];     /* the same evictions by the class they were in */
+    uint32_t in_class[CLIENT_CLASSES];          /* connections in each class now */
     struct client_usage usage[CLIENTS_BUCKETS]; /* pool time and bytes, last second */
     /* The clients holding a connection, in a max-heap by connections:
      * who gives way is its root. Owned, grown as needed, freed when empty. */
@@ -229,7 +230,8 @@ struct snapshot;
 /* Adds, inside the caller's "connections" object: refused (the sum) and
  * refused_by_reason (full, top_client); evicted (the sum),
  * evicted_by_reason (max_connections, fds) and evicted_by_class (idle,
- * late_head, slow, busy); top_window_ms, how long
+ * late_head, slow, busy); by_class, the connections in each class now;
+ * top_window_ms, how long
  * the last second's figures cover at NOW_MS (1000..1999: this window and
  * the one before); and top_clients, clients_top's rows ranked 1.. (the
  * client, its connections, idle ones, the addresses in its bucket, pool time in µs and share of the

@@ -125,7 +125,10 @@ static bool waits_on_client(const struct conn *c)
 static bool slow(struct conn *c)
 {
     uint64_t now = uv_now(c->env->loop), min_rate = conn__cfg(c)->min_rate;
-    client_meter_add(&c->meter, c->pump.sent - c->rate_pumped, now);
+    /* The timer looks at the start of every window: the pump's bytes since
+     * the last look count in that look's window, not in the one just begun. */
+    client_meter_add(&c->meter, c->pump.sent - c->rate_pumped,
+                     c->meter.window * CLIENTS_RATE_WINDOW_MS);
     c->rate_pumped = c->pump.sent;
     return min_rate > 0 && waits_on_client(c) && client_meter_slow(&c->meter, min_rate, now);
 }

@@ -61,6 +61,8 @@ RULES = [
     ("connections.evicted", lambda: total("unclog_connections_evicted_total")),
     ("connections.evicted_by_reason.*",
      lambda r: num("unclog_connections_evicted_total", reason=r)),
+    ("connections.by_class.*",
+     lambda r: num("unclog_connections_by_class", **{"class": r})),
     ("connections.evicted_by_class.*",
      lambda r: num("unclog_connections_evicted_by_class_total", **{"class": r})),
     ("connections.top_clients.*.connections",

@@ -143,6 +143,79 @@ def test_late_heads():
             c.close()
 
 
+SLOW_CONF = dict(PATIENT, header_timeout="3600s", body_timeout="60s", send_timeout="60s",
+                 send_buffer="8k", send_lowat="8k")
+BIG = 8 * 1024 * 1024
+
+
+def slow_pair(srv):
+    """A body that stops after its first bytes and a reader that reads
+    nothing, both of the hog: (body, reader)."""
+    body = srv.conn(source=HOG)
+    body.send(b"POST /gzip HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n0123456789")
+    reader = Conn(srv.port, source=HOG, rcvbuf=4096)
+    reader.request("GET", "/big.bin")
+    return body, reader
+
+
+def test_slow_give_way():
+    """A body and a response that move below min_rate give way before the
+    hog's busy connections (heads begun, not late), for newcomers of
+    another address."""
+    limit = 10
+    srv = Server(files=FILES, conf=dict(SLOW_CONF, max_connections=limit))
+    srv.sparse_file("big.bin", BIG)
+    with srv:
+        watch = srv.conn(source=WATCH)
+        stats(watch)
+        heads = []
+        for _ in range(limit - 3):
+            heads.append(srv.conn(source=HOG))
+            heads[-1].send(b"GET /x.txt HTTP/1.1\r\n")
+        body, reader = slow_pair(srv)
+        st = poll(lambda: (lambda st: st["by_class"]["slow"] == 2 and st)(stats(watch)), 30)
+        # Busy: the heads, and the watcher's own connection asking.
+        ok(st and st["active"] == limit and st["by_class"]["busy"] == limit - 2,
+           "the hog's body and reader are slow, its heads busy, the server full", repr(st))
+        newcomers = []
+        for _ in range(2):
+            newcomers.append(Conn(srv.port, source=NEWCOMER))
+            resp = newcomers[-1].roundtrip("GET", "/x.txt")
+            is_(resp.status, 200, "a newcomer from another address is served")
+        st = stats(watch)
+        is_((st["evicted_by_class"]["slow"], st["evicted_by_class"]["busy"], st["refused"]),
+            (2, 0, 0), "/stats: the two slow connections evicted, no busy one, nothing refused")
+        is_((body.read_to_end()[1], reader.read_to_end()[1]), ("reset", "reset"),
+            "the slow body and reader were reset")
+        is_([i for i, c in enumerate(heads) if closed_by_server(c)], [],
+            "every busy head stays open")
+        heads[0].send(b"Host: x\r\n\r\n")
+        is_(heads[0].read_response().status, 200, "and is answered")
+        for c in heads + newcomers + [body, reader, watch]:
+            c.close()
+
+
+def test_lone_slow_client():
+    """While the server has room nothing gives way: a lone slow client keeps
+    its connections."""
+    srv = Server(files=FILES, conf=dict(SLOW_CONF, max_connections=100))
+    srv.sparse_file("big.bin", BIG)
+    with srv:
+        body, reader = slow_pair(srv)
+        watch = srv.conn(source=WATCH)
+        st = poll(lambda: (lambda st: st["by_class"]["slow"] == 2 and st)(stats(watch)), 30)
+        ok(st, "the lone client's body and reader are slow")
+        others = [srv.conn(source=HOG) for _ in range(20)]
+        got = [c.roundtrip("GET", "/x.txt").status for c in others]
+        is_(got, [200] * 20, "its 20 more connections are served")
+        st = stats(watch)
+        is_((st["evicted"], st["refused"], st["by_class"]["slow"]), (0, 0, 2),
+            "/stats: nothing evicted nor refused, both slow ones kept")
+        is_((body.wait_closed(0.1), reader.eof), ("open", False), "both still open")
+        for c in others + [body, reader, watch]:
+            c.close()
+
+
 def test_lone_client():
     limit = 20
     with Server(files=FILES, conf=dict(PATIENT, max_connections=limit)) as srv:
@@ -194,6 +267,8 @@ def main():
     test_lone_client()
     test_hog_gives_way()
     test_late_heads()
+    test_slow_give_way()
+    test_lone_slow_client()
     test_out_of_fds()
 
 
