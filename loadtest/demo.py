@@ -539,7 +539,7 @@ def step_figures(step, settle):
             "server": {"refused": delta(step, "connections", "refused"),
                        "refused_top_client": delta(step, "connections", "refused_by_reason",
                                                    "top_client"),
-                       "evicted_idle": delta(step, "connections", "evicted_idle")}}
+                       "evicted": delta(step, "connections", "evicted")}}
 
 
 def attack_report(rows, settle, path):
@@ -554,7 +554,7 @@ def attack_report(rows, settle, path):
         log(f"| {r['attack']} | {r['scheduler']} | {ms(v['p50_ms'])} | {ms(v['p99_ms'])} | "
             f"{v['errors']} of {v['requests']} | {v['refused']} | "
             f"{a.get('req_s', 0):,.0f} | {number(a.get('refused', '–'))} | "
-            f"{number(srv['evicted_idle'] if srv['evicted_idle'] is not None else '–')} |")
+            f"{number(srv['evicted'] if srv['evicted'] is not None else '–')} |")
     load = os.getloadavg()
     log(f"\nLoad average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; the figures: {path}")
     with open(path, "w") as f:

@@ -67,8 +67,9 @@ static const struct config_key core_keys[] = {
     /* Limits and timeouts: what one client may cost. */
     {"max_connections", CONFIG_UINT, CONFIG_FIELD(struct config, max_connections), 1, 1000000,
      "4096", "N",
-     "connections served at once; at the limit the client holding the most gives way: its "
-     "longest idle connection closes for a newcomer, its own new ones get 503",
+     "connections served at once; at the limit the client holding the most gives way: for a "
+     "newcomer its idle connection closes, else a late head, a slow one (min_rate) or its "
+     "longest busy one; its own new ones get 503",
      CONFIG_RELOAD, NULL},
     {"client_prefix", CONFIG_PREFIX, CONFIG_FIELD(struct config, client_prefix), 0, 0, "32,64",
      "V4,V6",
@@ -87,6 +88,14 @@ static const struct config_key core_keys[] = {
      "TIME", "time to send a request head, from its first byte (408 beyond)", CONFIG_RELOAD, NULL},
     {"body_timeout", CONFIG_MS, CONFIG_FIELD(struct config, body_timeout), 1, 3600000, "10s",
      "TIME", "longest silence while a request body is read (408 beyond)", CONFIG_RELOAD, NULL},
+    {"body_max_time", CONFIG_MS, CONFIG_FIELD(struct config, body_max_time), 1, 3600000, "600s",
+     "TIME", "longest time a whole request body may take, from the end of its head (408 beyond)",
+     CONFIG_RELOAD, NULL},
+    {"min_rate", CONFIG_SIZE, CONFIG_FIELD(struct config, min_rate), 0, GIB, "1k", "SIZE",
+     "bytes per second a request body or response moves (over 4 s windows, while waiting on the "
+     "client) below which it is slow: at max_connections the top client's slow connections "
+     "give way before its busy ones; 0: off",
+     CONFIG_RELOAD, NULL},
     {"keepalive_timeout", CONFIG_MS, CONFIG_FIELD(struct config, keepalive_timeout), 1, 3600000,
      "5s", "TIME", "idle time allowed between requests on a connection", CONFIG_RELOAD, NULL},
     {"send_buffer", CONFIG_SIZE, CONFIG_FIELD(struct config, send_buffer), 4096, 64 * MIB, "off",

@@ -79,30 +79,32 @@ static void refuse_connection(struct server *srv, int fd, const struct sockaddr 
         addr_prefix_format(&client, text, sizeof text);
         log_warn("max_connections (%u) reached: 503 to %s (%s)", cfg->max_connections, text,
                  why == CLIENTS_TOP_CLIENT ? "its client holds the most connections"
-                                           : "no idle connection to close for it");
+                                           : "nobody holds two more connections than its client");
     }
 }
 
 /* max_connections are open: the client holding the most gives way (its
- * longest idle connection closes) unless the newcomer's own client holds
- * about as many; else the newcomer gets a 503. Returns whether FD, from
+ * idle, late, slow or longest busy connection closes, the first there is)
+ * unless the newcomer's own client holds about as many; else the newcomer
+ * gets a 503. Returns whether FD, from
  * ADDR, is to be served. */
 static bool make_room(struct server *srv, int fd, const struct sockaddr *addr)
 {
     const struct config *cfg = srv->cfg;
     enum clients_refusal why;
-    uint64_t id = client_of(addr, cfg->client_prefix.v4, cfg->client_prefix.v6, NULL);
-    struct client_link *idle = clients_make_room(&srv->clients, id, &why);
-    if (idle == NULL) {
+    struct addr_prefix client;
+    uint64_t id = client_of(addr, cfg->client_prefix.v4, cfg->client_prefix.v6, &client);
+    struct client_link *giver = clients_make_room(&srv->clients, id, &client, &why);
+    if (giver == NULL) {
         refuse_connection(srv, fd, addr, why);
         return false;
     }
-    conn_evict(idle);
+    conn_evict(giver);
     return true;
 }
 
-/* Out of fds: an idle connection of the client holding the most closes for
- * whoever waits in the backlog. Returns whether one did. */
+/* Out of fds: an idle, late or slow connection of the client holding the
+ * most closes for whoever waits in the backlog. Returns whether one did. */
 static bool give_way_for_fds(struct server *srv, int errnum)
 {
     if (errnum != EMFILE && errnum != ENFILE)

@@ -136,13 +136,15 @@ struct config {
     char access_log[PATH_MAX];
     unsigned log_level; /* enum log_level */
     /* Limits and timeouts (milliseconds) per connection */
-    unsigned max_connections;   /* beyond it new connections get 503 */
-    size_t max_url;             /* request-target bytes: 414 beyond */
-    size_t max_header_size;     /* header block bytes: 431 beyond */
-    unsigned max_headers;       /* header lines: 431 beyond */
-    size_t max_body;            /* request body bytes: 413 beyond */
-    unsigned header_timeout;    /* from a request's first byte to the end of its head */
-    unsigned body_timeout;      /* silence allowed while reading a body */
+    unsigned max_connections; /* beyond it new connections get 503 */
+    size_t max_url;           /* request-target bytes: 414 beyond */
+    size_t max_header_size;   /* header block bytes: 431 beyond */
+    unsigned max_headers;     /* header lines: 431 beyond */
+    size_t max_body;          /* request body bytes: 413 beyond */
+    unsigned header_timeout;  /* from a request's first byte to the end of its head */
+    unsigned body_timeout;    /* silence allowed while reading a body */
+    unsigned body_max_time;   /* time allowed for a whole body, from the end of its head */
+    size_t min_rate;          /* bytes/s a body or response moves below which it is slow; 0: off */
     unsigned keepalive_timeout; /* idle time between requests */
     unsigned send_timeout;      /* time a client may read none of its response */
     size_t send_buffer;         /* SO_SNDBUF of each connection; 0: the kernel's own */

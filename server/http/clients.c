@@ -1,8 +1,10 @@
-/* Who holds the connections: clients by masked address, their counts in
- * fixed buckets, the idle list of each, and who gives way at the limit. */
+/* Who holds the connections: clients by masked address, each counted
+ * exactly and found through fixed buckets, their connections in ranked
+ * classes, a heap of who holds the most, and who gives way at the limit. */
 #include "server/http/clients.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,122 +42,291 @@ uint64_t client_of(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits
 
 /* ---- the table ----------------------------------------------------------- */
 
+/* A distinct client: owned by the table, from its first connection's join
+ * to its last one's leave. */
+struct client {
+    struct addr_prefix addr;
+    uint64_t id;
+    uint32_t conns;      /* counted connections */
+    uint32_t links;      /* joined and not left: counted, or evicted and closing */
+    uint32_t heap_at;    /* its index in the heap while conns > 0 */
+    struct client *next; /* in its bucket's chain */
+    struct {
+        struct client_link *oldest, *newest;
+    } list[CLIENT_CLASSES]; /* [CLIENT_NONE] unused */
+};
+
 static uint32_t bucket_of(uint64_t id)
 {
     uint64_t h = id * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing, as the scheduler's */
     return (uint32_t)(h >> 32) & (CLIENTS_BUCKETS - 1);
 }
 
-void clients_join(struct clients *t, struct client_link *l, uint64_t id,
-                  const struct addr_prefix *addr)
+static bool same_addr(const struct addr_prefix *a, const struct addr_prefix *b)
+{
+    return a->family == b->family && a->bits == b->bits &&
+           memcmp(a->bytes, b->bytes, sizeof a->bytes) == 0;
+}
+
+/* Client ID at ADDR, or NULL when it holds nothing. */
+static struct client *find(const struct clients *t, uint64_t id, const struct addr_prefix *addr)
+{
+    struct client *c = t->bucket[bucket_of(id)].chain;
+    while (c != NULL && !(c->id == id && same_addr(&c->addr, addr)))
+        c = c->next;
+    return c;
+}
+
+/* ---- the heap of clients by connections ---- */
+
+static void heap_put(struct clients *t, uint32_t i, struct client *c)
+{
+    t->heap[i] = c;
+    c->heap_at = i;
+}
+
+static void sift_up(struct clients *t, uint32_t i)
+{
+    struct client *c = t->heap[i];
+    while (i > 0 && t->heap[(i - 1) / 2]->conns < c->conns) {
+        heap_put(t, i, t->heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    heap_put(t, i, c);
+}
+
+static void sift_down(struct clients *t, uint32_t i)
+{
+    struct client *c = t->heap[i];
+    for (;;) {
+        uint32_t k = 2 * i + 1;
+        if (k >= t->nheap)
+            break;
+        if (k + 1 < t->nheap && t->heap[k + 1]->conns > t->heap[k]->conns)
+            k++;
+        if (t->heap[k]->conns <= c->conns)
+            break;
+        heap_put(t, i, t->heap[k]);
+        i = k;
+    }
+    heap_put(t, i, c);
+}
+
+/* Room for one more client in the heap: false when it cannot grow. */
+static bool heap_reserve(struct clients *t)
+{
+    if (t->nheap < t->heap_cap)
+        return true;
+    uint32_t cap = t->heap_cap ? 2 * t->heap_cap : 64;
+    struct client **grown = realloc(t->heap, cap * sizeof *grown);
+    if (grown == NULL)
+        return false;
+    t->heap = grown;
+    t->heap_cap = cap;
+    return true;
+}
+
+static void heap_remove(struct clients *t, struct client *c)
+{
+    uint32_t i = c->heap_at;
+    struct client *last = t->heap[--t->nheap];
+    if (i < t->nheap) {
+        heap_put(t, i, last);
+        sift_up(t, i);
+        sift_down(t, last->heap_at);
+    }
+    if (t->nheap == 0) {
+        free(t->heap);
+        t->heap = NULL;
+        t->heap_cap = 0;
+    }
+}
+
+/* ---- joining and leaving ---- */
+
+int clients_join(struct clients *t, struct client_link *l, uint64_t id,
+                 const struct addr_prefix *addr)
 {
     uint32_t b = bucket_of(id);
     struct client_bucket *cb = &t->bucket[b];
-    *l = (struct client_link){.bucket = b, .counted = true};
+    struct client *c = find(t, id, addr);
+    /* Room in the heap first: a client in it cannot fail to count. */
+    if ((c == NULL || c->conns == 0) && !heap_reserve(t))
+        return -ENOMEM;
+    if (c == NULL) {
+        c = calloc(1, sizeof *c);
+        if (c == NULL)
+            return -ENOMEM;
+        c->addr = *addr;
+        c->id = id;
+        c->next = cb->chain;
+        cb->chain = c;
+        cb->addresses++;
+    }
+    *l = (struct client_link){.client = c, .bucket = b, .counted = true};
+    c->links++;
+    if (c->conns++ == 0) {
+        t->heap[t->nheap++] = c;
+        c->heap_at = t->nheap - 1;
+    }
+    sift_up(t, c->heap_at);
     if (t->conns[b]++ == 0)
         cb->refused = cb->evicted = 0; /* a new holder: its own counts */
     cb->addr = *addr;
-    t->giver_valid = false;
+    return 0;
 }
 
-void clients_set_idle(struct clients *t, struct client_link *l, bool idle)
+static bool counts_as_idle(unsigned class)
 {
+    return class == CLIENT_IDLE || class == CLIENT_LATE;
+}
+
+void clients_set_class(struct clients *t, struct client_link *l, enum client_class class)
+{
+    struct client *c = l->client;
+    if (c == NULL || class == l->class)
+        return;
     struct client_bucket *cb = &t->bucket[l->bucket];
-    if (idle == l->idle)
-        return;
-    l->idle = idle;
-    t->giver_valid = false;
-    if (idle) {
-        l->prev = cb->newest;
-        l->next = NULL;
-        *(cb->newest ? &cb->newest->next : &cb->oldest) = l;
-        cb->newest = l;
-        cb->idle++;
-        return;
+    if (l->class != CLIENT_NONE) {
+        *(l->prev ? &l->prev->next : &c->list[l->class].oldest) = l->next;
+        *(l->next ? &l->next->prev : &c->list[l->class].newest) = l->prev;
+        l->prev = l->next = NULL;
+        cb->idle -= counts_as_idle(l->class);
+        t->in_class[l->class]--;
     }
-    *(l->prev ? &l->prev->next : &cb->oldest) = l->next;
-    *(l->next ? &l->next->prev : &cb->newest) = l->prev;
-    l->prev = l->next = NULL;
-    cb->idle--;
+    l->class = (uint8_t) class;
+    if (class == CLIENT_NONE)
+        return;
+    l->prev = c->list[class].newest;
+    l->next = NULL;
+    *(l->prev ? &l->prev->next : &c->list[class].oldest) = l;
+    c->list[class].newest = l;
+    cb->idle += counts_as_idle(class);
+    t->in_class[class]++;
 }
 
 /* L's connection no longer counts for its client. */
 static void uncount(struct clients *t, struct client_link *l)
 {
+    struct client *c = l->client;
     if (!l->counted)
         return;
     l->counted = false;
     t->conns[l->bucket]--;
-    t->giver_valid = false;
+    if (--c->conns == 0)
+        heap_remove(t, c);
+    else
+        sift_down(t, c->heap_at);
 }
 
 void clients_leave(struct clients *t, struct client_link *l)
 {
-    clients_set_idle(t, l, false);
+    struct client *c = l->client;
+    if (c == NULL)
+        return;
+    clients_set_class(t, l, CLIENT_NONE);
     uncount(t, l);
+    l->client = NULL;
+    if (--c->links > 0)
+        return;
+    struct client_bucket *cb = &t->bucket[l->bucket];
+    struct client **p = &cb->chain;
+    while (*p != c)
+        p = &(*p)->next;
+    *p = c->next;
+    cb->addresses--;
+    free(c);
 }
 
-unsigned clients_held(const struct clients *t, uint64_t id)
+unsigned clients_held(const struct clients *t, uint64_t id, const struct addr_prefix *addr)
 {
-    return t->conns[bucket_of(id)];
+    const struct client *c = find(t, id, addr);
+    return c != NULL ? c->conns : 0;
 }
 
-/* The most connections any bucket holds, and the bucket holding the most
- * among those with an idle connection (-1: none has one). */
-static long giver(struct clients *t, uint32_t *most)
+/* ---- who gives way ---- */
+
+/* The first connection of C in the classes up to LAST, the first class first. */
+static struct client_link *first_of(const struct client *c, enum client_class last)
 {
-    if (t->giver_valid) {
-        *most = t->giver_most;
-        return t->giver_bucket;
+    for (unsigned k = CLIENT_IDLE; k <= last; k++) {
+        if (c->list[k].oldest != NULL)
+            return c->list[k].oldest;
     }
-    uint32_t top = 0, with_idle = 0;
-    long found = -1;
-    for (uint32_t b = 0; b < CLIENTS_BUCKETS; b++) {
-        uint32_t n = t->conns[b];
-        if (n > top)
-            top = n;
-        if (n > with_idle && t->bucket[b].idle > 0) {
-            with_idle = n;
-            found = b;
-        }
-    }
-    *most = t->giver_most = top;
-    t->giver_valid = true;
-    return t->giver_bucket = found;
+    return NULL;
 }
 
-/* Takes the longest idle connection of bucket B out of its list and out
- * of its client's count: it closes, and the next newcomer of the same poll
- * must not find its client holding it still. */
-static struct client_link *evict(struct clients *t, long b, enum clients_eviction why)
+/* Takes L out of its list and out of its client's count: it closes, and
+ * the next newcomer of the same poll must not find its client holding it
+ * still. */
+static struct client_link *evict(struct clients *t, struct client_link *l,
+                                 enum clients_eviction why)
 {
-    struct client_link *l = t->bucket[b].oldest;
-    clients_set_idle(t, l, false);
+    t->evicted_class[l->class]++;
+    clients_set_class(t, l, CLIENT_NONE);
     uncount(t, l);
-    t->bucket[b].evicted++;
+    t->bucket[l->bucket].evicted++;
     t->evicted[why]++;
     return l;
 }
 
-struct client_link *clients_make_room(struct clients *t, uint64_t id, enum clients_refusal *why)
+struct client_link *clients_make_room(struct clients *t, uint64_t id,
+                                      const struct addr_prefix *addr, enum clients_refusal *why)
 {
-    uint32_t own = bucket_of(id), held = t->conns[own], most;
-    long b = giver(t, &most);
-    if (b >= 0 && t->conns[b] >= held + 2)
-        return evict(t, b, CLIENTS_FOR_LIMIT);
+    const struct client *own = find(t, id, addr);
+    uint32_t held = own != NULL ? own->conns : 0;
+    struct client *top = t->nheap > 0 ? t->heap[0] : NULL;
+    uint32_t most = top != NULL ? top->conns : 0;
+    if (top != NULL && most >= held + 2) {
+        struct client_link *l = first_of(top, CLIENT_BUSY);
+        if (l != NULL)
+            return evict(t, l, CLIENTS_FOR_LIMIT);
+    }
     *why = held >= 1 && held + 1 >= most ? CLIENTS_TOP_CLIENT : CLIENTS_FULL;
-    t->bucket[own].refused++;
+    t->bucket[bucket_of(id)].refused++;
     t->refused[*why]++;
     return NULL;
 }
 
 struct client_link *clients_give_way(struct clients *t)
 {
-    uint32_t most;
-    long b = giver(t, &most);
-    if (b < 0 || t->conns[b] < 2)
+    struct client *top = t->nheap > 0 ? t->heap[0] : NULL;
+    if (top == NULL || top->conns < 2)
         return NULL;
-    return evict(t, b, CLIENTS_FOR_FDS);
+    struct client_link *l = first_of(top, CLIENT_SLOW);
+    return l != NULL ? evict(t, l, CLIENTS_FOR_FDS) : NULL;
+}
+
+/* ---- a connection's progress ---- */
+
+static void meter_roll(struct client_meter *m, uint64_t now_ms)
+{
+    uint64_t window = now_ms / CLIENTS_RATE_WINDOW_MS;
+    if (window > m->window) {
+        m->moved[1] = m->window + 1 == window ? m->moved[0] : 0;
+        m->moved[0] = 0;
+        m->window = window;
+    }
+}
+
+void client_meter_start(struct client_meter *m, uint64_t now_ms)
+{
+    uint64_t window = now_ms / CLIENTS_RATE_WINDOW_MS;
+    *m = (struct client_meter){.window = window, .since = window};
+}
+
+void client_meter_add(struct client_meter *m, uint64_t bytes, uint64_t now_ms)
+{
+    meter_roll(m, now_ms);
+    m->moved[0] += bytes;
+}
+
+bool client_meter_slow(struct client_meter *m, uint64_t min_rate, uint64_t now_ms)
+{
+    meter_roll(m, now_ms);
+    uint64_t floor = min_rate * CLIENTS_RATE_WINDOW_MS / 1000;
+    /* The window the measure began in is only part of one. */
+    return min_rate > 0 && m->window >= m->since + 2 && m->moved[1] < floor && m->moved[0] < floor;
 }
 
 /* ---- what /stats and /metrics show ---------------------------------------- */
@@ -169,15 +340,27 @@ static const struct snap_def refused_reason_def = {
     .help = "Connections answered 503 and closed at max_connections, by reason: top_client (the "
             "newcomer's client held about the most connections), full (nobody held an idle "
             "connection to give up for it)."};
-static const struct snap_def evicted_def = {.key = "evicted_idle",
-                                            .merge = SNAP_TOTAL}; /* as refused */
+static const struct snap_def evicted_def = {.key = "evicted", .merge = SNAP_TOTAL}; /* as refused */
 static const struct snap_def evicted_reason_def = {
-    .metric = "unclog_connections_evicted_idle_total",
+    .metric = "unclog_connections_evicted_total",
     .kind = SNAP_COUNTER,
     .name_label = "reason",
-    .help = "Idle keep-alive connections closed to make room, always the client's holding the "
-            "most: for a newcomer at max_connections (max_connections), or for connections "
-            "waiting while accept had no fd (fds)."};
+    .help = "Connections closed to make room, always of the client holding the most: for a "
+            "newcomer at max_connections (max_connections), or for connections waiting while "
+            "accept had no fd (fds)."};
+static const struct snap_def evicted_class_def = {
+    .metric = "unclog_connections_evicted_by_class_total",
+    .kind = SNAP_COUNTER,
+    .name_label = "class",
+    .help = "The same evictions by what the connection was doing, the first to give way first: "
+            "idle (kept alive, or silent and late for its first request), late_head (a request "
+            "head begun and late), slow (a body or response moving below min_rate), busy (the "
+            "one busy longest, at max_connections only)."};
+static const struct snap_def class_now_def = {
+    .metric = "unclog_connections_by_class",
+    .name_label = "class",
+    .help = "Connections now by what they are doing, in the order they give way: idle, "
+            "late_head, slow (a body or response moving below min_rate), busy."};
 /* The address is /stats' alone: as a label, every address that ever
  * reached the top would stay a series of its own in Prometheus. */
 static const struct snap_def top_client_def = {
@@ -188,13 +371,20 @@ static const struct snap_def top_conns_def = {
     .help = "Connections held now by the client at this rank (1: the largest sum of its shares of "
             "the pool's time, the bytes sent and the connections, in the last second); /stats "
             "names it. "
-            "Clients whose addresses hash alike share a rank.",
+            "Clients whose addresses hash alike share a rank (see addresses).",
     .merge = SNAP_OWN};
 static const struct snap_def top_idle_def = {
     .key = "idle",
     .metric = "unclog_top_client_idle_connections",
     .help = "Of those, the idle ones: kept alive between requests, or waiting for a request "
             "head that is late (the first to close under pressure).",
+    .merge = SNAP_OWN};
+static const struct snap_def top_addresses_def = {
+    .key = "addresses",
+    .metric = "unclog_top_client_addresses",
+    .help = "Distinct clients (addresses under client_prefix) sharing the rank: more than 1 when "
+            "their addresses hash alike. Connections are counted and given up by client, "
+            "exactly.",
     .merge = SNAP_OWN};
 static const struct snap_def top_refused_def = {
     .key = "refused",
@@ -204,8 +394,7 @@ static const struct snap_def top_refused_def = {
 static const struct snap_def top_evicted_def = {
     .key = "evicted",
     .metric = "unclog_top_client_evicted_connections",
-    .help = "Idle connections of the client at this rank closed to make room since it last held "
-            "none.",
+    .help = "Connections of the client at this rank closed to make room since it last held none.",
     .merge = SNAP_OWN};
 
 static const struct snap_def top_window_def = {
@@ -238,6 +427,8 @@ static const struct snap_def top_sent_def = {
 
 static const char *const refusal_names[CLIENTS_REFUSALS] = {"full", "top_client"};
 static const char *const eviction_names[CLIENTS_EVICTIONS] = {"max_connections", "fds"};
+/* [CLIENT_NONE] is never counted: an evicted connection was in a list. */
+static const char *const class_names[CLIENT_CLASSES] = {"-", "idle", "late_head", "slow", "busy"};
 _Static_assert(CLIENTS_TEXT_MAX == SNAP_TEXT_MAX, "a peer's client is a snapshot's text");
 
 static const char *const ranks[CLIENTS_TOP] = {"1", "2", "3", "4", "5", "6", "7", "8"};
@@ -370,6 +561,7 @@ void clients_peer(const struct clients *t, uint64_t now_ms, struct clients_peer 
         addr_prefix_format(&cb->addr, r->client, sizeof r->client);
         r->conns = top[i].conns;
         r->idle = cb->idle;
+        r->addresses = cb->addresses;
         r->refused = cb->refused;
         r->evicted = cb->evicted;
         r->pool_ns = top[i].pool_ns;
@@ -402,6 +594,7 @@ static void union_add(struct union_top *u, const struct clients_peer *p)
         struct clients_peer_row *to = &u->row[k];
         to->conns += r->conns;
         to->idle += r->idle;
+        to->addresses = to->addresses > r->addresses ? to->addresses : r->addresses;
         to->refused += r->refused;
         to->evicted += r->evicted;
         to->pool_ns += r->pool_ns;
@@ -454,6 +647,7 @@ static void top_stats(const struct clients *t, uint64_t now_ms, const struct cli
         snap_add_text(s, &top_client_def, NULL, r->client);
         snap_add(s, &top_conns_def, r->conns);
         snap_add(s, &top_idle_def, r->idle);
+        snap_add(s, &top_addresses_def, r->addresses);
         snap_add(s, &top_pool_def, r->pool_ns / 1000);
         snap_add(s, &top_pool_share_def, top[i].pool_permille);
         snap_add(s, &top_sent_def, r->sent);
@@ -466,18 +660,19 @@ static void top_stats(const struct clients *t, uint64_t now_ms, const struct cli
         free(u.row);
 }
 
-/* SUM_DEF's total (/stats' alone), then in the object NAME the count of
- * each of the N reasons, named as NAMES. */
+/* SUM_DEF's total (/stats' alone) unless NULL, then in the object NAME the
+ * count of each of the N reasons from the FIRST, named as NAMES. */
 static void by_reason(struct snapshot *s, const struct snap_def *sum_def, const char *name,
                       const struct snap_def *def, const char *const *names, const uint64_t *counts,
-                      unsigned n)
+                      unsigned first, unsigned n)
 {
     uint64_t sum = 0;
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = first; i < n; i++)
         sum += counts[i];
-    snap_add(s, sum_def, sum);
+    if (sum_def != NULL)
+        snap_add(s, sum_def, sum);
     snap_open(s, name, NULL);
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = first; i < n; i++)
         snap_add_named(s, def, names[i], counts[i]);
     snap_close(s);
 }
@@ -486,8 +681,14 @@ void clients_stats(const struct clients *t, uint64_t now_ms, const struct client
                    unsigned npeers, struct snapshot *s)
 {
     by_reason(s, &refused_def, "refused_by_reason", &refused_reason_def, refusal_names, t->refused,
-              CLIENTS_REFUSALS);
-    by_reason(s, &evicted_def, "evicted_idle_by_reason", &evicted_reason_def, eviction_names,
-              t->evicted, CLIENTS_EVICTIONS);
+              0, CLIENTS_REFUSALS);
+    by_reason(s, &evicted_def, "evicted_by_reason", &evicted_reason_def, eviction_names, t->evicted,
+              0, CLIENTS_EVICTIONS);
+    by_reason(s, NULL, "evicted_by_class", &evicted_class_def, class_names, t->evicted_class,
+              CLIENT_IDLE, CLIENT_CLASSES);
+    uint64_t now[CLIENT_CLASSES];
+    for (unsigned k = 0; k < CLIENT_CLASSES; k++)
+        now[k] = t->in_class[k];
+    by_reason(s, NULL, "by_class", &class_now_def, class_names, now, CLIENT_IDLE, CLIENT_CLASSES);
     top_stats(t, now_ms, peers, npeers, s);
 }

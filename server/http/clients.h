@@ -4,24 +4,26 @@
 /* Who holds the connections. A client is an address under a prefix (IPv4
  * /32 and IPv6 /64 by default, client_prefix); its id is that masked
  * address hashed under a secret key. The table counts each client's
- * connections in a fixed number of buckets (CLIENTS_BUCKETS, by id:
- * clients whose ids collide share one, as the scheduler's flows do), so a
- * million addresses cannot grow it. Each bucket lists its idle connections, oldest first: those
- * kept alive between requests, or whose request head is late, silent or
- * slow (the connection decides, conn.c).
+ * connections exactly, one entry per distinct client (its masked address), found through a fixed
+ * number of buckets (CLIENTS_BUCKETS, by id): an entry lives while the
+ * client holds a connection, so there are never more than connections.
+ * Each client lists its connections in ranked classes (enum client_class),
+ * oldest first in each: the connection decides its class (conn.c).
  *
  * At max_connections the client holding the most gives way
- * (clients_make_room): an idle connection of the client that holds the
- * most among those with one closes for a newcomer whose client holds at
- * least two fewer, and a newcomer from the top itself is refused. Out of
- * fds, the same client gives an idle connection up for whoever waits
- * (clients_give_way). Refusals and evictions are counted by reason, in all
- * and per bucket. Each bucket also counts its pool time and body bytes of
- * the last second (clients_ran, clients_sent): clients_top ranks who holds
- * the server.
+ * (clients_make_room): for a newcomer whose client holds at least two
+ * fewer, its connection that costs most for the least progress closes:
+ * idle first, then a late head, then a body or response below min_rate,
+ * then the one busy longest. A newcomer from the top itself is refused.
+ * Out of fds, the same client gives up an idle, late or slow connection
+ * for whoever waits (clients_give_way). Refusals and evictions are counted
+ * by reason (and evictions by class), in all and per bucket. Each bucket
+ * also counts its pool time and body bytes of the last second
+ * (clients_ran, clients_sent): clients_top ranks who holds the server.
  *
- * Pure: no libuv, no clock; the key is set once at start. A zeroed
- * struct clients is an empty table. */
+ * Pure: no libuv, no clock; the key is set once at start. A zeroed struct
+ * clients is an empty table; it allocates an entry per client and a heap
+ * of them, freed as they go. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -46,17 +48,30 @@ void clients_set_key(const uint8_t key[16]);
 uint64_t client_of(const struct sockaddr *sa, unsigned v4_bits, unsigned v6_bits,
                    struct addr_prefix *out);
 
-/* One connection's place in the table: embedded in the connection. */
-struct client_link {
-    struct client_link *prev, *next; /* in its bucket's idle list, when idle */
-    uint32_t bucket;
-    bool idle;
-    bool counted; /* in its bucket's count: from join until evicted or left */
+/* The classes a client's connections give way in, first first. */
+enum client_class {
+    CLIENT_NONE, /* in no list: not joined yet, or closing */
+    CLIENT_IDLE, /* kept alive between requests, or silent and late for its first head */
+    CLIENT_LATE, /* its request head begun, and late */
+    CLIENT_SLOW, /* a body or response moving below min_rate (client_meter_slow) */
+    CLIENT_BUSY, /* anything else: the one busy longest gives way first */
+    CLIENT_CLASSES
 };
 
-/* Why a newcomer was refused, and why an idle connection was closed. */
+struct client; /* one distinct client: clients.c's own */
+
+/* One connection's place in the table: embedded in the connection. */
+struct client_link {
+    struct client_link *prev, *next; /* in its client's list of its class */
+    struct client *client;           /* NULL until joined */
+    uint32_t bucket;
+    uint8_t class; /* enum client_class */
+    bool counted;  /* in its client's count: from join until evicted or left */
+};
+
+/* Why a newcomer was refused, and why a connection was closed for another. */
 enum clients_refusal {
-    CLIENTS_FULL,       /* at the limit, and the top client has no idle connection */
+    CLIENTS_FULL,       /* at the limit, and nobody holds two more than the newcomer's client */
     CLIENTS_TOP_CLIENT, /* at the limit, and the newcomer's client holds (about) the most */
     CLIENTS_REFUSALS
 };
@@ -67,11 +82,34 @@ enum clients_eviction {
 };
 
 struct client_bucket {
-    uint32_t idle;                       /* connections in the idle list */
-    uint32_t refused, evicted;           /* since the bucket last held no connection */
-    struct client_link *oldest, *newest; /* the idle list */
-    struct addr_prefix addr;             /* the last client that joined */
+    uint32_t idle;             /* its clients' connections in the classes IDLE and LATE */
+    uint32_t addresses;        /* distinct clients in it (the chain) */
+    uint32_t refused, evicted; /* since the bucket last held no connection */
+    struct client *chain;      /* its clients */
+    struct addr_prefix addr;   /* the last client that joined */
 };
+
+/* A connection's progress: the bytes it moved (body in, response out) in
+ * two windows of CLIENTS_RATE_WINDOW_MS, the one running and the one
+ * before, rolled as it is added to or read. */
+#define CLIENTS_RATE_WINDOW_MS 4000
+struct client_meter {
+    uint64_t window;   /* the window moved[0] counts, as now_ms / CLIENTS_RATE_WINDOW_MS */
+    uint64_t since;    /* the window the measure began in */
+    uint64_t moved[2]; /* [0] that window, [1] the one before */
+};
+
+/* Starts M's measure at NOW_MS (the connection began a body or response). */
+void client_meter_start(struct client_meter *m, uint64_t now_ms);
+
+/* BYTES moved at NOW_MS. */
+void client_meter_add(struct client_meter *m, uint64_t bytes, uint64_t now_ms);
+
+/* Whether M's connection moves below MIN_RATE bytes per second at NOW_MS:
+ * a whole window has passed since its start, and neither the window before
+ * nor the one running has moved MIN_RATE's worth of a window. MIN_RATE 0:
+ * never. */
+bool client_meter_slow(struct client_meter *m, uint64_t min_rate, uint64_t now_ms);
 
 /* What a bucket's clients used in two windows of CLIENTS_WINDOW_MS: the
  * one running now (WINDOW, counted from the loop's clock at 0) and the one
@@ -85,55 +123,55 @@ struct client_usage {
 
 /* Owned by the server; its connections link themselves in and out. */
 struct clients {
-    uint32_t conns[CLIENTS_BUCKETS]; /* apart from the buckets: what the top's search reads */
+    uint32_t conns[CLIENTS_BUCKETS]; /* each bucket's clients' sum: what the top's search reads */
     struct client_bucket bucket[CLIENTS_BUCKETS];
     uint64_t refused[CLIENTS_REFUSALS];
     uint64_t evicted[CLIENTS_EVICTIONS];
+    uint64_t evicted_class[CLIENT_CLASSES];     /* the same evictions by the class they were in */
+    uint32_t in_class[CLIENT_CLASSES];          /* connections in each class now */
     struct client_usage usage[CLIENTS_BUCKETS]; /* pool time and bytes, last second */
-    /* Who gives way, as the last pass over the counts found it, while no
-     * count and no idle list has changed since: a connect flood refused at
-     * the limit pays for one pass, not one each. */
-    bool giver_valid;
-    uint32_t giver_most; /* the most connections any bucket holds */
-    long giver_bucket;   /* the bucket holding the most among those with an idle one, or -1 */
+    /* The clients holding a connection, in a max-heap by connections:
+     * who gives way is its root. Owned, grown as needed, freed when empty. */
+    struct client **heap;
+    uint32_t nheap, heap_cap;
 };
 
-/* Counts the connection L of client ID (at ADDR, shown by clients_stats)
- * until clients_leave. */
-void clients_join(struct clients *t, struct client_link *l, uint64_t id,
-                  const struct addr_prefix *addr);
+/* Counts the connection L of client ID (the masked address ADDR, shown by
+ * clients_stats) until clients_leave; L is in no class yet. Returns 0, or
+ * -ENOMEM when a new client's entry cannot be allocated (L not joined). */
+int clients_join(struct clients *t, struct client_link *l, uint64_t id,
+                 const struct addr_prefix *addr);
 
-/* L's connection is gone (idle or not). An evicted one left its client's
+/* L's connection is gone (listed or not). An evicted one left its client's
  * count when it was chosen (see clients_make_room). */
 void clients_leave(struct clients *t, struct client_link *l);
 
-/* L's connection became idle (kept alive between requests, or its request
- * head late), or busy or closing. */
-void clients_set_idle(struct clients *t, struct client_link *l, bool idle);
+/* L's connection is now in CLASS (the tail of its list), or in none
+ * (CLIENT_NONE: closing). Nothing for a link that never joined. */
+void clients_set_class(struct clients *t, struct client_link *l, enum client_class class);
 
-/* max_connections are open and a connection of client ID arrives. Looks
- * for the client holding the most connections among those with an idle
- * one (the top itself when it has one). Returns that client's longest idle
- * connection for the caller to close, counted as an eviction for the
- * limit, when it holds at least two more than client ID (so the swap
- * leaves it no fewer than the newcomer's); that connection no longer
- * counts for its client from then on, though it closes later, so that a
- * burst of newcomers in one poll stops at that swap. Else returns NULL, the refusal
- * counted and its reason in *WHY: TOP_CLIENT when client ID holds at least
- * one connection and no fewer than the top less one, else FULL. Costs one
- * pass over the bucket counts (CLIENTS_BUCKETS of them, 16 KiB), and only
- * at the limit and after a count or an idle list changed; the idle
- * connection is the head of a list. */
-struct client_link *clients_make_room(struct clients *t, uint64_t id, enum clients_refusal *why);
+/* max_connections are open and a connection of client ID (at ADDR)
+ * arrives. When the client holding the most (the heap's root) holds at
+ * least two more than client ID (so the swap leaves it no fewer than the
+ * newcomer's), returns its first connection in the first class that has
+ * one (idle, late, slow, busy) for the caller to close, counted as an
+ * eviction for the limit; that connection no longer counts for its client
+ * from then on, though it closes later, so that a burst of newcomers in
+ * one poll stops at that swap. Else returns NULL, the refusal counted and
+ * its reason in *WHY: TOP_CLIENT when client ID holds at least one
+ * connection and no fewer than the top less one, else FULL. Costs a look
+ * along ID's bucket and the head of a list. */
+struct client_link *clients_make_room(struct clients *t, uint64_t id,
+                                      const struct addr_prefix *addr, enum clients_refusal *why);
 
-/* accept() ran out of fds: returns the longest idle connection of the
- * client clients_make_room would take one from, when it holds at least
- * two connections, for the caller to close (counted as an eviction for
- * fds); else NULL. */
+/* accept() ran out of fds: returns the first idle, late or slow connection
+ * of the client holding the most, when it holds at least two, for the
+ * caller to close (counted as an eviction for fds); else NULL. Not a busy
+ * one: the connection waiting may be that client's own. */
 struct client_link *clients_give_way(struct clients *t);
 
-/* Connections of client ID's bucket now. */
-unsigned clients_held(const struct clients *t, uint64_t id);
+/* Connections of client ID (at ADDR) now. */
+unsigned clients_held(const struct clients *t, uint64_t id, const struct addr_prefix *addr);
 
 /* A threadpool job of client ID ran NS nanoseconds on its thread and
  * completed at NOW_MS (the loop's clock). */
@@ -171,6 +209,7 @@ unsigned clients_top(const struct clients *t, uint64_t now_ms,
 struct clients_peer_row {
     char client[CLIENTS_TEXT_MAX];
     uint32_t conns, idle, refused, evicted;
+    uint32_t addresses; /* distinct clients in its bucket */
     uint64_t pool_ns, sent;
 };
 struct clients_peer {
@@ -185,11 +224,13 @@ void clients_peer(const struct clients *t, uint64_t now_ms, struct clients_peer 
 struct snapshot;
 
 /* Adds, inside the caller's "connections" object: refused (the sum) and
- * refused_by_reason (full, top_client); evicted_idle (the sum) and
- * evicted_idle_by_reason (max_connections, fds); top_window_ms, how long
+ * refused_by_reason (full, top_client); evicted (the sum),
+ * evicted_by_reason (max_connections, fds) and evicted_by_class (idle,
+ * late_head, slow, busy); by_class, the connections in each class now;
+ * top_window_ms, how long
  * the last second's figures cover at NOW_MS (1000..1999: this window and
  * the one before); and top_clients, clients_top's rows ranked 1.. (the
- * client, its connections, idle ones, pool time in µs and share of the
+ * client, its connections, idle ones, the addresses in its bucket, pool time in µs and share of the
  * pool in thousandths, body bytes sent, refusals and evictions).
  * With NPEERS other workers' tops (PEERS), the rows of every top are
  * summed by client and ranked again, each share of the sums of all. */

@@ -107,23 +107,67 @@ static bool awaits_head(const struct conn *c)
     return c->state == CONN_NEW || c->state == CONN_HEAD;
 }
 
-/* Whether C may close for another client's newcomer (clients.h): kept
- * alive between requests, or waiting for a request head that is late
- * (silent, or slow to come: a tenth of header_timeout), and no input waits
- * unparsed in its buffer. Not sooner: a request may be in the socket of a
- * connection just accepted, not yet read, and closing it would lose it. */
-static bool may_give_way(const struct conn *c)
+/* Whether C's state moves a body or a response, measured against min_rate. */
+static bool rated(const struct conn *c)
 {
-    return (c->state == CONN_IDLE || (awaits_head(c) && c->head_late)) && c->in_len == 0;
+    return c->state >= CONN_BODY && c->state <= CONN_REFUSING;
 }
 
-/* Starts or stops reading to match the state and the buffer, and lists C
- * among its client's idle connections or not. */
+/* Whether C waits on its client rather than on us: for (more of) its body,
+ * or for it to take the bytes queued on its socket. */
+static bool waits_on_client(const struct conn *c)
+{
+    if (c->in_len > 0)
+        return false; /* input waits for its turn or its window */
+    if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN)
+        return true;
+    return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp) > 0;
+}
+
+/* Adds the response bytes the pump handed on since the last look to C's
+ * meter; says whether C is slow: it moves below min_rate while it waits
+ * on its client. */
+static bool slow(struct conn *c)
+{
+    uint64_t now = uv_now(c->env->loop), min_rate = conn__cfg(c)->min_rate;
+    /* The timer looks at the start of every window: the pump's bytes since
+     * the last look count in that look's window, not in the one just begun. */
+    client_meter_add(&c->meter, c->pump.sent - c->rate_pumped,
+                     c->meter.window * CLIENTS_RATE_WINDOW_MS);
+    c->rate_pumped = c->pump.sent;
+    return min_rate > 0 && waits_on_client(c) && client_meter_slow(&c->meter, min_rate, now);
+}
+
+/* In which order C may close for another client's newcomer (clients.h):
+ * first when kept alive between requests or silent and late for its first
+ * head (a tenth of header_timeout), then a late head (silent or slow to
+ * come), then a body or response moving below min_rate, else busy. Idle
+ * or late only with no input unparsed in its buffer. Not a new connection
+ * sooner: a request may be in its socket, not yet read. */
+static enum client_class give_way_class(struct conn *c)
+{
+    if (c->state >= CONN_CLOSING)
+        return CLIENT_NONE;
+    if (c->in_len == 0 && (c->state == CONN_IDLE || (c->state == CONN_NEW && c->head_late)))
+        return CLIENT_IDLE;
+    if (c->in_len == 0 && c->state == CONN_HEAD && c->head_late)
+        return CLIENT_LATE;
+    return rated(c) && slow(c) ? CLIENT_SLOW : CLIENT_BUSY;
+}
+
+/* Puts C in its class among its client's connections. */
+static void place(struct conn *c)
+{
+    enum client_class class = give_way_class(c);
+    if (class != c->client.class)
+        clients_set_class(c->env->clients, &c->client, class);
+}
+
+/* Starts or stops reading to match the state and the buffer, and places C
+ * among its client's connections. */
 static void follow_input(struct conn *c)
 {
-    bool idle = may_give_way(c);
-    if (idle != c->client.idle)
-        clients_set_idle(c->env->clients, &c->client, idle);
+    place(c);
     bool want = wants_input(c);
     if (want == c->reading)
         return;
@@ -160,6 +204,25 @@ static unsigned send_check_ms(const struct conn *c)
     return conn__cfg(c)->send_timeout / 4 + 1;
 }
 
+/* How long until C's meter starts its next window, when its progress is
+ * measured (rated, min_rate on); else MS. Whether it went slow is looked
+ * at then. */
+static uint64_t rate_check(const struct conn *c, uint64_t ms)
+{
+    if (!rated(c) || conn__cfg(c)->min_rate == 0)
+        return ms;
+    uint64_t left = CLIENTS_RATE_WINDOW_MS - uv_now(c->env->loop) % CLIENTS_RATE_WINDOW_MS;
+    return left < ms ? left : ms;
+}
+
+/* A body's deadline at NOW: body_timeout of silence, within body_max_time
+ * of its start. */
+static uint64_t body_deadline(const struct conn *c, uint64_t now)
+{
+    uint64_t silence = now + conn__cfg(c)->body_timeout;
+    return silence < c->body_end ? silence : c->body_end;
+}
+
 /* The timeout of each state that has one (0: none, or kept). */
 static unsigned state_timeout(const struct conn *c, enum conn_state from)
 {
@@ -191,15 +254,19 @@ static void arm_state(struct conn *c, enum conn_state from)
     unsigned timeout_ms = state_timeout(c, from);
     if (timeout_ms == 0)
         return;
-    c->deadline = uv_now(c->env->loop) + timeout_ms;
+    uint64_t now = uv_now(c->env->loop);
+    c->deadline = now + timeout_ms;
+    if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN)
+        c->deadline = body_deadline(c, now);
     if (sending(c)) {
         c->sent_queue = 0;
         c->sent_pumped = c->pump.sent;
     }
     /* A head's first wake-up comes early: it makes the head late. */
-    unsigned first = awaits_head(c) ? timeout_ms / CONN_LATE_PART + 1 : timeout_ms;
+    uint64_t left = c->deadline > now ? c->deadline - now : 0;
+    uint64_t first = awaits_head(c) ? timeout_ms / CONN_LATE_PART + 1 : left;
     /* A resume that is due keeps its turn at once; the deadline holds. */
-    arm_timer(c, c->resume_due ? 0 : sending(c) ? send_check_ms(c) : first);
+    arm_timer(c, c->resume_due ? 0 : rate_check(c, sending(c) ? send_check_ms(c) : first));
 }
 
 /* The one place the state changes: checks the move against the table, arms
@@ -212,6 +279,14 @@ static void enter(struct conn *c, enum conn_state state)
     c->state = state;
     if (state == CONN_IDLE)
         c->head_late = false; /* the next request's head is due anew */
+    if (from == CONN_HEAD && rated(c)) {
+        /* A request's body or response begins: its progress is measured,
+         * and its body is due within body_max_time. */
+        uint64_t now = uv_now(c->env->loop);
+        client_meter_start(&c->meter, now);
+        c->rate_pumped = c->pump.sent;
+        c->body_end = now + conn__cfg(c)->body_max_time;
+    }
     arm_state(c, from);
     follow_input(c);
 }
@@ -277,8 +352,12 @@ void conn_release(struct conn *c)
 void conn_evict(struct client_link *l)
 {
     struct conn *c = container_of(l, struct conn, client);
-    log_debug("closing idle %s: its client holds the most connections", c->peer);
-    close_conn(c, false);
+    bool idle = c->state == CONN_IDLE || awaits_head(c);
+    log_debug("closing %s %s: its client holds the most connections", idle ? "idle" : "busy",
+              c->peer);
+    /* A request under way gets a reset: the kernel drops what is unsent
+     * instead of retrying it to a client that may read nothing. */
+    close_conn(c, !idle);
 }
 
 void conn_stop_all(struct conn_env *env, bool force)
@@ -318,7 +397,10 @@ static void time_out(struct conn *c)
     case CONN_HEAD:
     case CONN_BODY:
     case CONN_STREAM_OPEN:
-        log_debug("timeout %s: request incomplete", c->peer);
+        log_debug("timeout %s: request incomplete%s", c->peer,
+                  c->state != CONN_HEAD && uv_now(c->env->loop) >= c->body_end
+                      ? " within body_max_time"
+                      : "");
         c->in_len = 0;
         c->error = 408;
         refuse(c, NULL);
@@ -347,6 +429,7 @@ static void conn_on_timer(uv_timer_t *timer)
         c->head_late = true; /* woken early in arm_state */
         follow_input(c);
     }
+    place(c); /* a window of its progress may have ended */
     uint64_t now = uv_now(c->env->loop);
     if (sending(c) && send_progressed(c))
         c->deadline = now + conn__cfg(c)->send_timeout;
@@ -357,7 +440,7 @@ static void conn_on_timer(uv_timer_t *timer)
     uint64_t wait = c->deadline - now;
     if (sending(c) && wait > send_check_ms(c))
         wait = send_check_ms(c);
-    arm_timer(c, wait);
+    arm_timer(c, rate_check(c, wait));
 }
 
 /* ---- reading and parsing --------------------------------------------------- */
@@ -383,12 +466,14 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
         close_conn(c, false); /* EOF or reset: nothing half-parsed is worth an answer */
         return;
     }
-    if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN)
-        c->deadline = uv_now(c->env->loop) + conn__cfg(c)->body_timeout;
+    if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN) {
+        uint64_t now = uv_now(c->env->loop);
+        c->deadline = body_deadline(c, now);
+        client_meter_add(&c->meter, (uint64_t)nread, now);
+    }
     c->in_off = 0;
     c->in_len = (size_t)nread;
-    if (c->client.idle)
-        clients_set_idle(c->env->clients, &c->client, false); /* a request came */
+    place(c); /* a request came, or more of it */
     resume(c);
 }
 
@@ -766,6 +851,7 @@ static void write_out(struct conn *c, const char *body, size_t len)
     uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_out.len),
                         uv_buf_init((char *)body, (unsigned)len)};
     c->bytes = len;
+    client_meter_add(&c->meter, len, uv_now(c->env->loop));
     *c->env->pump->bytes_sent += len;
     clients_sent(c->env->clients, c->flow, len, uv_now(c->env->loop));
     if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, conn_on_write) < 0)
@@ -829,6 +915,7 @@ void conn_send_source(struct conn *c, struct pump_source *src, long long len)
             write_out(c, NULL, 0);
         return;
     }
+    c->rate_pumped = 0; /* the pump counts this response from 0 */
     if (pump_start(&c->pump, src, c->head, c->head_out.len, chunked) < 0) {
         drop_stream(c);
         close_conn(c, false);
@@ -920,12 +1007,16 @@ int conn_accept(struct conn_env *env, int fd)
         close_conn(c, false); /* not served: frees itself without a word to ENV */
         return rc;
     }
+    rc = clients_join(env->clients, &c->client, c->flow, &client);
+    if (rc < 0) {
+        close_conn(c, false); /* the socket is the handle's now: it closes with it */
+        return rc;
+    }
     c->next = env->conns;
     if (c->next != NULL)
         c->next->pprev = &c->next;
     env->conns = c;
     c->pprev = &env->conns;
-    clients_join(env->clients, &c->client, c->flow, &client);
     /* Born in CONN_NEW (0, where memset left it): its timer and reading. */
     arm_state(c, CONN_NEW);
     follow_input(c);

@@ -94,9 +94,9 @@ void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s);
  * gone never called (what was set up frees itself). */
 int conn_accept(struct conn_env *env, int fd);
 
-/* Closes the idle connection whose link L clients_make_room or
- * clients_give_way (server/http/clients.h) took out of its idle list, to
- * make room for another. */
+/* Closes the connection whose link L clients_make_room or clients_give_way
+ * (server/http/clients.h) chose, to make room for another: idle ones
+ * quietly, one with a request under way with a reset. */
 void conn_evict(struct client_link *l);
 
 /* The server is stopping: closes each connection of ENV now if it is

@@ -31,7 +31,7 @@
 /* After an error answer, how long input is drained before the close. */
 #define LINGER_MS 2000
 /* A connection that has waited this part of header_timeout for a request
- * head (silent, or sending it slowly) counts as idle, one that may close
+ * head (silent, or sending it slowly) is one of the first that may close
  * for another client's newcomer at max_connections (clients.h). */
 #define CONN_LATE_PART 10
 
@@ -56,6 +56,9 @@
  * and HEAD's timer also wakes once a tenth of the way (CONN_LATE_PART): from
  * then on the head is late, and the connection idle to its client's count
  * (as IDLE is) while nothing waits unparsed in its buffer.
+ * BODY's and STREAM_OPEN's deadline is also never later than body_max_time
+ * from the end of the head. From BODY to REFUSING the bytes moved are
+ * measured (min_rate), the timer waking at each window's end to look.
  * SEND*: a refusal of input that never made a request head.
  * "reads" holds only while no input waits unparsed in the buffer.
  * The order counts: the states up to STREAM_OPEN take input, STREAM_OPEN to
@@ -143,6 +146,11 @@ struct conn {
     /* NEW, HEAD: the request head is late (CONN_LATE_PART), so the
      * connection may give way to another client's newcomer as an idle one. */
     bool head_late;
+    /* BODY to REFUSING: the bytes of the body and the response moved, in
+     * windows (min_rate), and the pump's count when last added. */
+    struct client_meter meter;
+    unsigned long long rate_pumped;
+    uint64_t body_end; /* uv_now() by which the body must be in (body_max_time) */
 
     /* response */
     struct buf head_out; /* over head[] */

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # Timeouts, each on its own per-connection deadline: a request head trickled
 # byte by byte (slowloris) is cut with 408 at header_timeout from its first
-# byte; a stalled body gets 408 at body_timeout of silence; an idle new or
+# byte; a stalled body gets 408 at body_timeout of silence, a trickled one
+# at body_max_time from its head; an idle new or
 # keep-alive connection is closed without a word; a client that stops
 # reading its response is dropped at send_timeout and its fd released, while
 # a slow reader that keeps reading is served in full. Times are small here;
@@ -114,6 +115,38 @@ def test_send_timeout(srv):
     is_((resp.status, resp.body), (200, b"hello"), "the server still answers")
 
 
+def test_body_max_time():
+    """A body steady enough for body_timeout but not done within
+    body_max_time gets 408 and the connection closes; one done in time is
+    served."""
+    conf = dict(CONF, body_timeout="2s", body_max_time="1s", admin="on")
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    with Server(files=FILES, conf=conf) as srv:
+        for target, route, headers in (("/gzip", "a streamed body (/gzip)", {}),
+                                       ("/settings", "a body read whole (/settings)", form)):
+            body = b"log_level=info&" * 3
+            raw = build_request("POST", target, body=body, headers=headers)
+            split = raw.index(b"\r\n\r\n") + 4
+            with Conn(srv.port) as c:
+                c.send(raw[:split])  # the head at once: header_timeout is not what cuts
+                sent = 0
+                try:
+                    while sent < len(body) and c.wait_closed(0.1) == "open":
+                        c.send(body[sent:sent + 1])
+                        sent += 1
+                except OSError:
+                    pass
+                data, end = c.read_to_end()
+            ok(sent < len(body), "%s sent one byte every 100 ms (4.5 s in all) is cut short"
+               % route, "sent %d" % sent)
+            is_((statuses(data), end), ([408], "closed"), "%s: 408 and close" % route)
+        raw = build_request("POST", "/gzip", body=b"b" * 5, headers={"Connection": "close"})
+        split = raw.index(b"\r\n\r\n") + 4
+        pieces = [raw[:split]] + [raw[i:i + 1] for i in range(split, len(raw))]  # 0.5 s
+        data, end = exchange(srv.port, pieces, pause=0.1, timeout=10)
+        is_(statuses(data), [200], "a body done within body_max_time is served")
+
+
 def main():
     srv = Server(files=FILES, conf=CONF)
     srv.sparse_file("big.bin", BIG)
@@ -123,6 +156,7 @@ def main():
         test_idle(srv)
         test_body_timeout(srv)
         test_send_timeout(srv)
+    test_body_max_time()
 
 
 run(main)

@@ -3,12 +3,10 @@
 # two), work-conserving. A lone client may hold every connection; at
 # max_connections the client holding the most gives way: its longest idle
 # connection (kept alive between requests, or its request head late: silent
-# or slow for a tenth of header_timeout)
-# closes for a newcomer from another client, its own
-# new connection gets 503 (reason top_client), and when nobody has an idle
-# connection to give the newcomer gets 503 (reason full). Out of fds the
-# same client gives up an idle connection for whoever waits. Counters and
-# which connection closed, not timings.
+# or slow for a tenth of header_timeout), else a busy one, closes for a
+# newcomer from another client; its own new connection gets 503 (reason
+# top_client). Out of fds the same client gives up an idle connection for
+# whoever waits. Counters and which connection closed, not timings.
 import json
 import select
 import shutil
@@ -70,7 +68,7 @@ def test_hog_gives_way():
 
         newcomer = newcomer_takes_oldest(srv, hog, "idle")
         st = stats(watch)
-        is_((st["evicted_idle"], st["evicted_idle_by_reason"]["max_connections"], st["refused"]),
+        is_((st["evicted"], st["evicted_by_reason"]["max_connections"], st["refused"]),
             (1, 1, 0), "/stats: one idle connection evicted for the limit, nothing refused")
         row = top(st, HOG)
         is_((row["connections"], row["idle"], row["evicted"]), (limit - 2, limit - 2, 1),
@@ -83,27 +81,30 @@ def test_hog_gives_way():
         extra.close()
         st = stats(watch)
         is_((st["refused_by_reason"]["top_client"], st["refused_by_reason"]["full"],
-             st["evicted_idle"], top(st, HOG)["refused"]), (1, 0, 1, 1),
+             st["evicted"], top(st, HOG)["refused"]), (1, 0, 1, 1),
             "/stats: refused for top_client (the hog's), no idle connection evicted for it")
         ok(not any(closed_by_server(c) for c in hog[1:]), "every other hog connection stays open")
 
-        # The hog's connections all busy (a request head begun on each): no
-        # idle connection of a client holding more than a newcomer's two more.
+        # The hog's connections all busy (a request head begun on each, not
+        # late yet): the hog still gives way, its connection busy longest.
         for c in hog[1:]:
             c.send(b"GET /x.txt HTTP/1.1\r\n")
         ok(poll(lambda: top(stats(watch), HOG)["idle"] == 0), "the hog's connections are busy")
         other = Conn(srv.port, source=OTHER)
-        is_(other.roundtrip("GET", "/x.txt").status, 503,
-            "with no idle connection to give, a newcomer gets 503")
-        other.close()
+        is_(other.roundtrip("GET", "/x.txt").status, 200,
+            "with no idle connection to give, a newcomer is served all the same")
         st = stats(watch)
-        is_((st["refused_by_reason"]["full"], st["refused_by_reason"]["top_client"],
-             st["evicted_idle"]), (1, 1, 1), "/stats: refused as full")
+        is_((st["evicted_by_reason"]["max_connections"], st["evicted_by_class"]["busy"],
+             st["evicted_by_class"]["idle"], st["refused_by_reason"]["full"]), (2, 1, 1, 0),
+            "/stats: a busy connection evicted, nothing refused as full")
+        gone = [c for c in hog[1:] if closed_by_server(c, 0.2)]
+        is_(len(gone), 1, "one of the hog's busy connections closed for it")
         for c in hog[1:]:
-            c.send(b"Host: x\r\n\r\n")
-            assert c.read_response().status == 200
+            if c not in gone:
+                c.send(b"Host: x\r\n\r\n")
+                assert c.read_response().status == 200
         is_(newcomer.roundtrip("GET", "/x.txt").status, 200, "the newcomer is served on")
-        for c in hog + [newcomer, watch]:
+        for c in hog + [newcomer, watch, other]:
             c.close()
 
 
@@ -131,7 +132,7 @@ def test_late_heads():
 
         newcomer = newcomer_takes_oldest(srv, hog, "late")
         st = stats(watch)
-        is_((st["evicted_idle_by_reason"]["max_connections"], st["refused"]), (1, 0),
+        is_((st["evicted_by_reason"]["max_connections"], st["refused"]), (1, 0),
             "/stats: one connection evicted for the limit, nothing refused")
 
         hog[1].send(b"Host: x\r\n\r\n")
@@ -139,6 +140,79 @@ def test_late_heads():
         hog[2].request("GET", "/x.txt")
         is_(hog[2].read_response().status, 200, "a silent connection that asks is answered")
         for c in hog + [newcomer, watch]:
+            c.close()
+
+
+SLOW_CONF = dict(PATIENT, header_timeout="3600s", body_timeout="60s", send_timeout="60s",
+                 send_buffer="8k", send_lowat="8k")
+BIG = 8 * 1024 * 1024
+
+
+def slow_pair(srv):
+    """A body that stops after its first bytes and a reader that reads
+    nothing, both of the hog: (body, reader)."""
+    body = srv.conn(source=HOG)
+    body.send(b"POST /gzip HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n0123456789")
+    reader = Conn(srv.port, source=HOG, rcvbuf=4096)
+    reader.request("GET", "/big.bin")
+    return body, reader
+
+
+def test_slow_give_way():
+    """A body and a response that move below min_rate give way before the
+    hog's busy connections (heads begun, not late), for newcomers of
+    another address."""
+    limit = 10
+    srv = Server(files=FILES, conf=dict(SLOW_CONF, max_connections=limit))
+    srv.sparse_file("big.bin", BIG)
+    with srv:
+        watch = srv.conn(source=WATCH)
+        stats(watch)
+        heads = []
+        for _ in range(limit - 3):
+            heads.append(srv.conn(source=HOG))
+            heads[-1].send(b"GET /x.txt HTTP/1.1\r\n")
+        body, reader = slow_pair(srv)
+        st = poll(lambda: (lambda st: st["by_class"]["slow"] == 2 and st)(stats(watch)), 30)
+        # Busy: the heads, and the watcher's own connection asking.
+        ok(st and st["active"] == limit and st["by_class"]["busy"] == limit - 2,
+           "the hog's body and reader are slow, its heads busy, the server full", repr(st))
+        newcomers = []
+        for _ in range(2):
+            newcomers.append(Conn(srv.port, source=NEWCOMER))
+            resp = newcomers[-1].roundtrip("GET", "/x.txt")
+            is_(resp.status, 200, "a newcomer from another address is served")
+        st = stats(watch)
+        is_((st["evicted_by_class"]["slow"], st["evicted_by_class"]["busy"], st["refused"]),
+            (2, 0, 0), "/stats: the two slow connections evicted, no busy one, nothing refused")
+        is_((body.read_to_end()[1], reader.read_to_end()[1]), ("reset", "reset"),
+            "the slow body and reader were reset")
+        is_([i for i, c in enumerate(heads) if closed_by_server(c)], [],
+            "every busy head stays open")
+        heads[0].send(b"Host: x\r\n\r\n")
+        is_(heads[0].read_response().status, 200, "and is answered")
+        for c in heads + newcomers + [body, reader, watch]:
+            c.close()
+
+
+def test_lone_slow_client():
+    """While the server has room nothing gives way: a lone slow client keeps
+    its connections."""
+    srv = Server(files=FILES, conf=dict(SLOW_CONF, max_connections=100))
+    srv.sparse_file("big.bin", BIG)
+    with srv:
+        body, reader = slow_pair(srv)
+        watch = srv.conn(source=WATCH)
+        st = poll(lambda: (lambda st: st["by_class"]["slow"] == 2 and st)(stats(watch)), 30)
+        ok(st, "the lone client's body and reader are slow")
+        others = [srv.conn(source=HOG) for _ in range(20)]
+        got = [c.roundtrip("GET", "/x.txt").status for c in others]
+        is_(got, [200] * 20, "its 20 more connections are served")
+        st = stats(watch)
+        is_((st["evicted"], st["refused"], st["by_class"]["slow"]), (0, 0, 2),
+            "/stats: nothing evicted nor refused, both slow ones kept")
+        is_((body.wait_closed(0.1), reader.eof), ("open", False), "both still open")
+        for c in others + [body, reader, watch]:
             c.close()
 
 
@@ -152,7 +226,7 @@ def test_lone_client():
         got = [c.roundtrip("GET", "/x.txt").status for c in conns]
         is_(got, [200] * limit, "and again on each, kept alive")
         st = stats(conns[-1])
-        is_((st["active"], st["refused"], st["evicted_idle"], top(st, HOG)["connections"]),
+        is_((st["active"], st["refused"], st["evicted"], top(st, HOG)["connections"]),
             (limit, 0, 0, limit), "/stats: all %d its own, none refused nor evicted" % limit)
         for c in conns:
             c.close()
@@ -179,8 +253,8 @@ def test_out_of_fds():
             resp = c.roundtrip("GET", "/x.txt")
             is_((resp.status, resp.body), (200, b"hello"), "a newcomer is served too")
             st = stats(c)
-        fds = st["evicted_idle_by_reason"]["fds"]
-        ok(fds >= lost + 1 and st["evicted_idle_by_reason"]["max_connections"] == 0 and
+        fds = st["evicted_by_reason"]["fds"]
+        ok(fds >= lost + 1 and st["evicted_by_reason"]["max_connections"] == 0 and
            st["refused"] == 0, "/stats counts the evictions for fds (%d)" % fds, repr(st))
         row = top(st, HOG)
         ok(row is not None and row["evicted"] == fds and row["idle"] > 0,
@@ -193,6 +267,8 @@ def main():
     test_lone_client()
     test_hog_gives_way()
     test_late_heads()
+    test_slow_give_way()
+    test_lone_slow_client()
     test_out_of_fds()
 
 

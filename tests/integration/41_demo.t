@@ -211,7 +211,7 @@ def check_attack(root):
         ok(att.get("refused", 0) + att.get("server_closed", 0) > 0,
            "--act attack: hog · %s: the hog's own summary counts 503s or closes" % sched,
            repr(att))
-        ok((srv.get("refused_top_client") or 0) + (srv.get("evicted_idle") or 0) > 0,
+        ok((srv.get("refused_top_client") or 0) + (srv.get("evicted") or 0) > 0,
            "--act attack: hog · %s: /stats counts its refusals or evictions" % sched, repr(srv))
         ok((hog.get("top_client") or {}).get("client") == "127.0.0.3",
            "--act attack: hog · %s: the attacker was the top client" % sched, repr(hog))

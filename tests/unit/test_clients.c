@@ -1,9 +1,10 @@
 /* A client is an address under a prefix (client_of: IPv4 /32 and IPv6 /64
- * by default, ::ffff:a.b.c.d as IPv4), and at max_connections the client
- * holding the most gives way (clients_make_room, clients_give_way): its
- * longest idle connection closes for a newcomer that holds at least two
- * fewer, a newcomer from the top is refused as top_client, and with no idle
- * connection to give the refusal is full. */
+ * by default, ::ffff:a.b.c.d as IPv4), counted exactly even when two share
+ * a bucket, and at max_connections the client holding the most gives way
+ * (clients_make_room, clients_give_way): its first connection by class
+ * (idle, late, slow, busy) closes for a newcomer that holds at least two
+ * fewer, a newcomer from the top is refused as top_client, and when nobody
+ * holds two more the refusal is full. */
 #include "../../server/http/clients.c"
 
 #include <stdlib.h>
@@ -126,14 +127,43 @@ static void test_keyed(void)
     clients_set_key(zero);
 }
 
+/* The clients the tests made, by id: their masked addresses. */
+#define KNOWN 8192
+static struct {
+    uint64_t id;
+    struct addr_prefix addr;
+} known[KNOWN];
+static unsigned nknown;
+
+/* Host HOST of 10.0/16 as a client: its id, its address known. */
+static uint64_t host_client(unsigned host)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(0x0a000000u | host);
+    struct addr_prefix addr;
+    uint64_t id = client_of((const struct sockaddr *)&sa, 32, 64, &addr);
+    if (nknown == KNOWN)
+        abort();
+    known[nknown].id = id;
+    known[nknown++].addr = addr;
+    return id;
+}
+
+static const struct addr_prefix *addr_of(uint64_t id)
+{
+    for (unsigned i = 0; i < nknown; i++) {
+        if (known[i].id == id)
+            return &known[i].addr;
+    }
+    abort();
+}
+
 /* N ids of clients in N distinct buckets: 10.0.0.1 onwards. */
 static void distinct_clients(uint64_t *ids, unsigned n)
 {
     unsigned found = 0;
     for (unsigned host = 1; found < n; host++) {
-        char text[32], shown[64];
-        snprintf(text, sizeof text, "10.0.%u.%u", host / 256, host % 256);
-        uint64_t id = client(text, 32, 64, shown);
+        uint64_t id = host_client(host);
         bool taken = false;
         for (unsigned i = 0; i < found; i++)
             taken |= bucket_of(ids[i]) == bucket_of(id);
@@ -142,26 +172,71 @@ static void distinct_clients(uint64_t *ids, unsigned n)
     }
 }
 
+/* Two ids of distinct clients in one bucket: the first two of 10.0/16
+ * whose ids fall in one (4096 buckets: a few dozen hosts in). */
+static void colliding_clients(uint64_t ids[2])
+{
+    static uint64_t seen[CLIENTS_BUCKETS];
+    memset(seen, 0, sizeof seen);
+    for (unsigned host = 1; host < 65536; host++) {
+        uint64_t id = host_client(host);
+        uint32_t b = bucket_of(id);
+        if (seen[b] != 0) {
+            ids[0] = seen[b];
+            ids[1] = id;
+            return;
+        }
+        seen[b] = id;
+    }
+    abort();
+}
+
 #define LINKS 64
 static struct client_link links[LINKS];
 static unsigned nlinks;
 
-/* Joins a connection of ID, idle or not; returns its link. */
-static struct client_link *join(struct clients *t, uint64_t id, bool idle)
+/* Joins a connection of ID in CLASS; returns its link. */
+static struct client_link *join_as(struct clients *t, uint64_t id, enum client_class class)
 {
-    static const struct addr_prefix addr = {.family = AF_INET, .bits = 32};
+    if (nlinks == LINKS)
+        abort();
     struct client_link *l = &links[nlinks++];
-    clients_join(t, l, id, &addr);
-    clients_set_idle(t, l, idle);
+    if (clients_join(t, l, id, addr_of(id)) != 0)
+        abort();
+    clients_set_class(t, l, class);
     return l;
 }
 
+/* Joins a connection of ID, idle or busy; returns its link. */
+static struct client_link *join(struct clients *t, uint64_t id, bool idle)
+{
+    return join_as(t, id, idle ? CLIENT_IDLE : CLIENT_BUSY);
+}
+
+static struct client_link *make_room(uint64_t id, enum clients_refusal *why);
+
 static struct clients table; /* 4096 buckets: not on the stack */
 
+/* Every connection leaves (which frees the clients), then a new table. */
 static void reset(void)
 {
+    for (unsigned i = 0; i < nlinks; i++)
+        clients_leave(&table, &links[i]);
+    if (table.nheap != 0 || table.heap != NULL)
+        abort(); /* a client outlived its connections */
     memset(&table, 0, sizeof table);
+    memset(links, 0, sizeof links);
     nlinks = 0;
+}
+
+static struct client_link *make_room(uint64_t id, enum clients_refusal *why)
+{
+    return clients_make_room(&table, id, addr_of(id), why);
+}
+
+static unsigned held(uint64_t id)
+{
+    return clients_held(&table, id, addr_of(id));
 }
 
 static void test_make_room(void)
@@ -175,79 +250,83 @@ static void test_make_room(void)
     struct client_link *a[5];
     for (int i = 0; i < 5; i++)
         a[i] = join(&table, id[0], false);
-    clients_set_idle(&table, a[1], true);
-    clients_set_idle(&table, a[3], true);
-    clients_set_idle(&table, a[4], true);
-    is_int(clients_held(&table, id[0]), 5, "A holds 5");
-    ok(clients_make_room(&table, id[1], &why) == a[1],
-       "B, holding none, gets A's longest idle connection closed");
-    ok(!a[1]->idle && table.bucket[a[1]->bucket].idle == 2, "  it left A's idle list");
+    clients_set_class(&table, a[1], CLIENT_IDLE);
+    clients_set_class(&table, a[3], CLIENT_IDLE);
+    clients_set_class(&table, a[4], CLIENT_IDLE);
+    is_int(held(id[0]), 5, "A holds 5");
+    ok(make_room(id[1], &why) == a[1], "B, holding none, gets A's longest idle connection closed");
+    ok(a[1]->class == CLIENT_NONE && table.bucket[a[1]->bucket].idle == 2,
+       "  it left A's idle list");
     is_int(table.evicted[CLIENTS_FOR_LIMIT], 1, "  counted as evicted for the limit");
     is_int(table.bucket[a[1]->bucket].evicted, 1, "  and as A's");
     clients_leave(&table, a[1]);
     join(&table, id[1], false);
-    ok(clients_make_room(&table, id[1], &why) == a[3],
-       "B again (1 against A's 4): the next oldest of A's");
+    ok(make_room(id[1], &why) == a[3], "B again (1 against A's 4): the next oldest of A's");
     clients_leave(&table, a[3]);
     join(&table, id[1], false);
     /* A 3, B 2: a swap would leave B ahead. */
-    ok(clients_make_room(&table, id[1], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+    ok(make_room(id[1], &why) == NULL && why == CLIENTS_TOP_CLIENT,
        "B with 2 against A's 3 is refused: top_client");
-    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+    ok(make_room(id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
        "A's own newcomer is refused: top_client");
     is_int(table.refused[CLIENTS_TOP_CLIENT], 2, "  both counted");
     is_int(table.bucket[bucket_of(id[0])].refused, 1, "  one as A's");
-    ok(clients_make_room(&table, id[2], &why) == a[4], "C, holding none, gets A's last idle one");
+    ok(make_room(id[2], &why) == a[4], "C, holding none, gets A's last idle one");
     clients_leave(&table, a[4]);
     join(&table, id[2], false);
     /* A 2 (busy), B 2, C 1: nobody idle. */
-    ok(clients_make_room(&table, id[3], &why) == NULL && why == CLIENTS_FULL,
-       "with no idle connection to give, D is refused: full");
-    is_int(table.refused[CLIENTS_FULL], 1, "  counted");
+    ok(make_room(id[3], &why) == a[0],
+       "with no idle connection, D still gets one of the top's: A's busy one, busy longest");
+    is_int(table.evicted_class[CLIENT_BUSY], 1, "  counted as busy");
+    clients_leave(&table, a[0]);
+    join(&table, id[3], false);
+    /* A 1, B 2, C 1, D 1. */
+    ok(make_room(id[3], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "then D's second is refused: top_client (B holds only one more)");
+    uint64_t e = host_client(60000);
+    struct client_link *l = make_room(e, &why);
+    ok(l != NULL && l->bucket == bucket_of(id[1]), "and E's first gets B's: B holds two");
 
-    /* The top holds no idle connection: the next holder that has one gives. */
+    /* The top holds no idle connection: it still gives, not the next holder. */
     reset();
-    for (int i = 0; i < 6; i++)
+    struct client_link *a0 = join(&table, id[0], false);
+    for (int i = 0; i < 5; i++)
         join(&table, id[0], false);
-    struct client_link *b0 = join(&table, id[1], true);
+    join(&table, id[1], true);
     join(&table, id[1], true);
     join(&table, id[1], false);
-    ok(clients_make_room(&table, id[2], &why) == b0,
-       "A's 6 all busy: B, holding 3 with idle ones, gives for C");
-    ok(clients_make_room(&table, id[1], &why) == NULL && why == CLIENTS_FULL,
-       "B's own newcomer gets nothing of B's: full (A holds more)");
-    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
-       "A's newcomer: top_client");
+    ok(make_room(id[2], &why) == a0,
+       "A's 6 all busy: A gives its busy one for C, not B (3) an idle one");
+    ok(make_room(id[1], &why) == a0 + 1, "A left 5: B's own newcomer (3) gets A's next busy one");
+    ok(make_room(id[1], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "A 4, B 3: a swap would leave B ahead: top_client");
+    ok(make_room(id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT, "A's newcomer: top_client");
 
-    /* Refusals change nothing, and what the pass found holds until a count
-     * or an idle list does. */
+    /* Refusals change nothing; the class decides within the top. */
     reset();
     for (int i = 0; i < 3; i++)
         join(&table, id[0], false);
     join(&table, id[1], false);
     for (int i = 0; i < 3; i++)
-        ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+        ok(make_room(id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
            "A (3, all busy) is refused as top_client, again and again");
     struct client_link *b1 = join(&table, id[1], false);
     for (int i = 0; i < 3; i++)
         join(&table, id[1], false);
-    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_FULL,
-       "B joined to 5: A (3) is no longer about the top, refused as full");
-    clients_set_idle(&table, b1, true);
-    ok(clients_make_room(&table, id[2], &why) == b1,
-       "one of B's connections went idle: it gives way for C");
-    clients_leave(&table, b1);
-    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
-       "B left to 4: A's newcomer is top_client again");
+    ok(make_room(id[0], &why) == links + 3,
+       "B joined to 5: A's newcomer (3) gets B's busy one, busy longest");
+    clients_set_class(&table, b1 + 1, CLIENT_IDLE);
+    ok(make_room(id[2], &why) == b1 + 1, "one of B's (4) went idle: it gives way for C first");
+    ok(make_room(id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
+       "B left 3: A's newcomer (3) is top_client again");
 
     /* Everyone holds one: nobody gives, and a newcomer is not the top. */
     reset();
     for (int i = 0; i < 3; i++)
         join(&table, id[i], true);
-    ok(clients_make_room(&table, id[3], &why) == NULL && why == CLIENTS_FULL,
+    ok(make_room(id[3], &why) == NULL && why == CLIENTS_FULL,
        "one idle connection each: D is refused, full");
-    ok(clients_make_room(&table, id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT,
-       "and A's second: top_client");
+    ok(make_room(id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT, "and A's second: top_client");
 }
 
 /* Newcomers in one poll: an evicted connection closes only when the loop
@@ -264,7 +343,7 @@ static void test_burst(void)
     struct client_link *gone[10];
     unsigned evicted = 0, refused = 0;
     for (int i = 0; i < 10; i++) {
-        struct client_link *l = clients_make_room(&table, id[1], &why);
+        struct client_link *l = make_room(id[1], &why);
         if (l == NULL) {
             refused += why == CLIENTS_TOP_CLIENT;
             continue;
@@ -274,12 +353,11 @@ static void test_burst(void)
     }
     is_int(evicted, 5, "A's 10 idle against 10 of B's in one poll: 5 give way");
     is_int(refused, 5, "  and B's other 5 are refused as top_client");
-    is_int(clients_held(&table, id[0]), 5, "  A holds 5");
-    is_int(clients_held(&table, id[1]), 5, "  B holds 5");
+    is_int(held(id[0]), 5, "  A holds 5");
+    is_int(held(id[1]), 5, "  B holds 5");
     for (unsigned i = 0; i < evicted; i++)
         clients_leave(&table, gone[i]);
-    is_int(clients_held(&table, id[0]), 5,
-           "A's evicted ones closing later leave its count as it was");
+    is_int(held(id[0]), 5, "A's evicted ones closing later leave its count as it was");
 }
 
 static void test_give_way(void)
@@ -294,13 +372,132 @@ static void test_give_way(void)
     ok(clients_give_way(&table) == a0, "A holding two gives its idle one");
     is_int(table.evicted[CLIENTS_FOR_FDS], 1, "  counted as evicted for fds");
     ok(clients_give_way(&table) == NULL, "and then nothing: its other one is busy");
-    clients_set_idle(&table, a1, true);
+    clients_set_class(&table, a1, CLIENT_IDLE);
     clients_leave(&table, a1);
     is_int(table.bucket[a1->bucket].idle, 0, "an idle connection that goes leaves the list");
-    ok(table.bucket[a1->bucket].oldest == NULL && table.bucket[a1->bucket].newest == NULL,
-       "  which is empty");
+    ok(a1->client == NULL && a1->class == CLIENT_NONE, "  and it is in none");
     clients_leave(&table, a0);
-    is_int(clients_held(&table, id[0]), 0, "A holds none");
+    is_int(held(id[0]), 0, "A holds none");
+}
+
+/* Within the top, the connection that costs most for the least progress
+ * gives way first: idle, late head, slow, then the one busy longest; out
+ * of fds, never a busy one. */
+static void test_classes(void)
+{
+    uint64_t id[3];
+    distinct_clients(id, 3);
+    enum clients_refusal why = CLIENTS_REFUSALS;
+    reset();
+    struct client_link *busy = join_as(&table, id[0], CLIENT_BUSY);
+    struct client_link *slow = join_as(&table, id[0], CLIENT_SLOW);
+    struct client_link *late = join_as(&table, id[0], CLIENT_LATE);
+    struct client_link *idle = join_as(&table, id[0], CLIENT_IDLE);
+    struct client_link *busy2 = join_as(&table, id[0], CLIENT_BUSY);
+    join_as(&table, id[1], CLIENT_IDLE);
+    is_int(table.bucket[bucket_of(id[0])].idle, 2, "A's idle and late ones show as idle");
+    ok(make_room(id[2], &why) == idle, "A (5) gives its idle one first, not B its idle one");
+    ok(make_room(id[2], &why) == late, "A (4) then its late head");
+    ok(clients_give_way(&table) == slow, "out of fds, A (3) gives its slow one");
+    ok(clients_give_way(&table) == NULL, "and then nothing: never a busy one out of fds");
+    clients_set_class(&table, busy2, CLIENT_IDLE);
+    clients_set_class(&table, busy2, CLIENT_BUSY);
+    join_as(&table, id[0], CLIENT_BUSY);
+    join_as(&table, id[0], CLIENT_BUSY);
+    ok(make_room(id[2], &why) == busy,
+       "at the limit A (4) gives the one busy longest (the other went idle and back)");
+    is_int(table.evicted_class[CLIENT_IDLE], 1, "/stats: 1 idle");
+    is_int(table.evicted_class[CLIENT_LATE], 1, "  1 late head");
+    is_int(table.evicted_class[CLIENT_SLOW], 1, "  1 slow");
+    is_int(table.evicted_class[CLIENT_BUSY], 1, "  1 busy");
+    is_int(table.evicted[CLIENTS_FOR_FDS], 1, "  1 of them for fds");
+}
+
+/* Two addresses in one bucket are two clients: counted apart, and neither
+ * refused nor evicted for the other's count. */
+static void test_exact(void)
+{
+    uint64_t id[2];
+    colliding_clients(id);
+    enum clients_refusal why = CLIENTS_REFUSALS;
+    reset();
+    ok(bucket_of(id[0]) == bucket_of(id[1]) && id[0] != id[1], "two clients in one bucket");
+    struct client_link *victim = join_as(&table, id[1], CLIENT_IDLE);
+    for (int i = 0; i < 6; i++)
+        join_as(&table, id[0], CLIENT_BUSY);
+    is_int(held(id[0]), 6, "the hog holds 6");
+    is_int(held(id[1]), 1, "the victim in its bucket holds 1, its own");
+    is_int(table.bucket[bucket_of(id[0])].addresses, 2, "the bucket holds two addresses");
+    struct client_link *l = make_room(id[1], &why);
+    ok(l != NULL && l->client != victim->client && l != victim,
+       "the victim's newcomer is not refused as the top: the hog's busy one gives way");
+    clients_leave(&table, l);
+    join_as(&table, id[1], CLIENT_BUSY);
+    uint64_t other = host_client(60002);
+    l = make_room(other, &why);
+    ok(l != NULL && l->client != victim->client,
+       "another client's newcomer takes the hog's, not the victim's idle one");
+    struct clients_row top[CLIENTS_TOP];
+    unsigned n = clients_top(&table, 0, top);
+    ok(n == 1 && top[0].conns == 6, "the top's row: the bucket's 6 connections (4 + 2)");
+    struct clients_peer peer;
+    clients_peer(&table, 0, &peer);
+    is_int(peer.row[0].addresses, 2, "  with its two addresses");
+    for (unsigned i = 0; i < nlinks; i++)
+        clients_leave(&table, &links[i]);
+    is_int(table.bucket[bucket_of(id[0])].addresses, 0, "all gone: no address left");
+    ok(table.bucket[bucket_of(id[0])].chain == NULL && table.nheap == 0, "  no client, no heap");
+}
+
+/* The heap's root holds the most, whatever joins and leaves. */
+static void test_heap(void)
+{
+    uint64_t id[40];
+    distinct_clients(id, 40);
+    reset();
+    static struct client_link many[40][12];
+    unsigned want[40] = {0};
+    unsigned seed = 7;
+    bool right = true;
+    for (unsigned step = 0; step < 3000; step++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned c = (seed >> 16) % 40;
+        bool add = ((seed >> 8) & 3) != 0 ? want[c] < 12 : want[c] == 0;
+        if (add)
+            clients_join(&table, &many[c][want[c]++], id[c], addr_of(id[c]));
+        else
+            clients_leave(&table, &many[c][--want[c]]);
+        unsigned most = 0;
+        for (unsigned k = 0; k < 40; k++)
+            most = want[k] > most ? want[k] : most;
+        right &= most == 0 ? table.nheap == 0 : table.heap[0]->conns == most;
+    }
+    ok(right, "3000 joins and leaves of 40 clients: the root always holds the most");
+    for (unsigned c = 0; c < 40; c++) {
+        while (want[c] > 0)
+            clients_leave(&table, &many[c][--want[c]]);
+    }
+    ok(table.nheap == 0 && table.heap == NULL, "all gone: the heap is freed");
+}
+
+/* A connection is slow when neither the last whole window nor the one
+ * running moved min_rate's worth, and only after a whole window. */
+static void test_meter(void)
+{
+    const uint64_t w = CLIENTS_RATE_WINDOW_MS, rate = 1000, floor = rate * w / 1000;
+    struct client_meter m;
+    client_meter_start(&m, 10 * w + 500);
+    ok(!client_meter_slow(&m, rate, 11 * w + 999), "no whole window yet: not slow");
+    ok(client_meter_slow(&m, rate, 12 * w), "a whole window with nothing moved: slow");
+    ok(!client_meter_slow(&m, 0, 12 * w), "min_rate 0: never");
+    client_meter_add(&m, floor, 12 * w + 10);
+    ok(!client_meter_slow(&m, rate, 12 * w + 20), "a window's worth in the one running: not");
+    ok(!client_meter_slow(&m, rate, 13 * w + 20), "nor in the one before");
+    ok(client_meter_slow(&m, rate, 14 * w), "two windows on: slow again");
+    client_meter_add(&m, floor - 1, 14 * w + 1);
+    ok(client_meter_slow(&m, rate, 14 * w + 2), "a byte short of the floor: slow");
+    client_meter_add(&m, 1, 14 * w + 3);
+    ok(!client_meter_slow(&m, rate, 14 * w + 4), "the floor: not");
 }
 
 static void test_top(void)
@@ -466,6 +663,10 @@ int main(void)
     test_make_room();
     test_burst();
     test_give_way();
+    test_classes();
+    test_exact();
+    test_heap();
+    test_meter();
     test_top();
     test_window();
     test_rank();
