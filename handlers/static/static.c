@@ -4,11 +4,13 @@
 #include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,9 +68,22 @@ struct open_job {
     char relative[PATH_MAX]; /* decoded, normalised: redirects, listings, cache key */
 };
 
-static struct cache *file_cache(const struct server *srv)
+/* The module's state: the file cache, and what reads on the loop use. */
+struct static_state {
+    struct cache cache;
+    int root_fd;   /* the root: what opens on the loop stay beneath; or -1 */
+    char *scratch; /* a body read on the loop, until the response copies it */
+    size_t scratch_cap;
+};
+
+static struct static_state *state_of(const struct server *srv)
 {
     return server_module_state(srv, &static_module);
+}
+
+static struct cache *file_cache(const struct server *srv)
+{
+    return &state_of(srv)->cache;
 }
 
 /* realpath, refuse anything outside the root, open, fstat into FD and ST. */
@@ -549,6 +564,65 @@ static size_t first_piece(struct server *srv, const struct static_config *cfg)
     return budget_try(env->budget, piece) ? piece : 0;
 }
 
+/* Opens J's file on the loop if its path is all in the dcache, with the
+ * pool's rules: beneath the root, a symlink followed only while it stays
+ * there, none at the end (the pool decides those), no FIFO waited for.
+ * Returns the fd, or -1: the pool opens it (an error is the pool's to
+ * answer, with its status and log line). */
+static int open_on_loop(struct server *srv, const struct open_job *j)
+{
+    struct pump_sender *snd = server_pump_env(srv)->sender;
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
+                           .resolve = RESOLVE_CACHED | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    long fd = syscall(SYS_openat2, state_of(srv)->root_fd, j->relative, &how, sizeof how);
+    if (fd < 0 && errno == EAGAIN)
+        pump_loop_fallback(snd, PUMP_OPEN_WOULD_BLOCK);
+    else if (fd < 0 && (errno == ENOSYS || errno == EINVAL || errno == E2BIG))
+        pump_loop_fallback(snd, PUMP_UNSUPPORTED);
+    return fd < 0 ? -1 : (int)fd;
+}
+
+/* Answers J on the loop when its file is in the page cache: opened there,
+ * and its body read there if it fits the first piece (a larger one goes to
+ * the pump, which reads it on the pool). Returns true when it answered. */
+static bool serve_on_loop(struct conn *c, struct open_job *j, const struct request *req,
+                          const struct static_config *cfg)
+{
+    struct server *srv = conn_server(c);
+    struct static_state *st = state_of(srv);
+    struct file f = {.fd = open_on_loop(srv, j), .gz_fd = -1};
+    if (f.fd < 0)
+        return false;
+    /* fstat of an open file reads its inode, already in memory. */
+    bool cache_wants = file_cache(srv)->enabled;
+    if (fstat(f.fd, &f.st) < 0 || !S_ISREG(f.st.st_mode) ||
+        (cache_wants && (size_t)f.st.st_size <= cfg->file_cache_max_file))
+        goto fail_close; /* the pool's: a status to decide, or a cache to fill */
+    size_t size = (size_t)f.st.st_size;
+    struct pump_env *env = server_pump_env(srv);
+    size_t first = pump_piece(&env->partition, false, cfg->file_cache_max_file, false);
+    if (req->method == HTTP_GET && size <= first && size > 0) {
+        if (size > st->scratch_cap) {
+            char *grown = realloc(st->scratch, size);
+            if (grown == NULL)
+                goto fail_close;
+            st->scratch = grown;
+            st->scratch_cap = size;
+        }
+        if (!pump_loop_read(env->sender, f.fd, st->scratch, size))
+            goto fail_close;
+        f.body = st->scratch;
+        close(f.fd);
+        f.fd = -1;
+    }
+    send_file(c, &f, mime_type(j->path));
+    drop(&f.fd);
+    return true;
+fail_close:
+    close(f.fd);
+    return false;
+}
+
 static int static_on_request(struct conn *c, const struct request *req)
 {
     struct server *srv = conn_server(c);
@@ -576,6 +650,14 @@ static int static_on_request(struct conn *c, const struct request *req)
     if (n < 0 || (size_t)n >= sizeof j->path) {
         free(j);
         return 414;
+    }
+    /* On the loop when it needs nothing the pool's open adds: FILE.gz,
+     * a directory, a range. */
+    bool simple = !j->want_dir && j->relative[0] != '\0' && !ranged &&
+                  !(cfg->gzip_static && j->gzip_possible);
+    if (simple && server_pump_env(srv)->sender->reads.on && serve_on_loop(c, j, req, cfg)) {
+        free(j);
+        return 0;
     }
     j->conn = c;
     j->root = root;
@@ -616,34 +698,49 @@ static int static_on_request(struct conn *c, const struct request *req)
 static int static_init(struct server *srv, void **state)
 {
     const struct static_config *cfg = static_config_of(srv);
-    struct cache *cache = malloc(sizeof *cache);
-    if (cache == NULL)
+    struct static_state *st = malloc(sizeof *st);
+    if (st == NULL)
         return -ENOMEM;
-    int err = cache_init(cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
+    st->scratch = NULL;
+    st->scratch_cap = 0;
+    size_t root_len;
+    st->root_fd = open(server_root(srv, &root_len), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (st->root_fd < 0)
+        server_pump_env(srv)->sender->reads.on = false; /* every open on the pool */
+    int err =
+        cache_init(&st->cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
     if (err < 0)
         log_warn("file cache off: inotify: %s", strerror(-err));
-    *state = cache;
+    *state = st;
     return 0;
 }
 
 static void static_reload(struct server *srv, void *state)
 {
     const struct static_config *cfg = static_config_of(srv);
-    int err =
-        cache_configure(state, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
+    struct static_state *st = state;
+    int err = cache_configure(&st->cache, cfg->file_cache, cfg->file_cache_max_file,
+                              cfg->file_cache_size);
+    if (st->root_fd < 0)
+        server_pump_env(srv)->sender->reads.on = false;
     if (err < 0)
         log_warn("file cache off: inotify: %s", strerror(-err));
 }
 
 static void static_stats(const struct server *srv, const void *state, struct snapshot *out)
 {
-    cache_stats(state, out);
+    const struct static_state *st = state;
+    cache_stats(&st->cache, out);
 }
 
 static void static_fini(struct server *srv, void *state)
 {
-    cache_free(state);
-    free(state);
+    struct static_state *st = state;
+    cache_free(&st->cache);
+    if (st->root_fd >= 0)
+        close(st->root_fd);
+    free(st->scratch);
+    free(st);
 }
 
 static const struct route static_routes[] = {
