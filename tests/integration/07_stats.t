@@ -125,12 +125,12 @@ def test_head_and_methods(srv):
 
 
 def main():
-    with Server(files=FILES, args=["--threads", "3", "--partition", "4k", "--gzip-partition",
+    with Server(files=FILES, args=["--loop-reads", "off", "--threads", "3", "--partition", "4k", "--gzip-partition",
                                    "64k", "--file-cache", "off"]) as srv:
         test_settings(srv)
         test_counters(srv)
         test_head_and_methods(srv)
-    with Server(files=FILES, args=["--partition", "whole", "--gzip-partition", "whole"],
+    with Server(files=FILES, args=["--loop-reads", "off", "--partition", "whole", "--gzip-partition", "whole"],
                 name="whole server") as srv:
         st = srv.stats()
         is_((st.get("partition"), st["settings"]["partition"]), (0, "whole"),

@@ -21,7 +21,7 @@ def delta(before, after, cls, key="submitted"):
 
 def main():
     srv = Server(files={"small.txt": SMALL, "big.bin": BIG, "dir/a.txt": b"a"},
-                 args=["--listing", "on", "--partition", "16k", "--file-cache-max-file", "4k",
+                 args=["--loop-reads", "off", "--listing", "on", "--partition", "16k", "--file-cache-max-file", "4k",
                        "--gzip-files", "off", "--gzip-partition", "16k"],
                  name="classes server")
     srv.start()
@@ -62,7 +62,7 @@ def main():
 
     # The file cache off: a small file's open reads its body for the response.
     srv = Server(files={"small.txt": SMALL, "big.bin": BIG},
-                 args=["--partition", "16k", "--file-cache", "off"], name="no-cache server")
+                 args=["--loop-reads", "off", "--partition", "16k", "--file-cache", "off"], name="no-cache server")
     srv.start()
     b = jobs(srv)
     is_(srv.get("/small.txt").body, SMALL, "a small file, the file cache off")

@@ -34,7 +34,7 @@ def one(scheduler):
     """A's opens completed while B was served, and how many waited when B asked."""
     files = {"a%d.bin" % i: random_bytes(SMALL, i) for i in range(A_CONNS)}
     files["b.bin"] = random_bytes(BIG, 99)
-    args = ["--scheduler", scheduler, "--threads", "1", "--partition", "64k",
+    args = ["--loop-reads", "off", "--scheduler", scheduler, "--threads", "1", "--partition", "64k",
             "--emulate-disk", "%dms" % (100 * SLOW), "--file-cache", "off"]
     with Server(files=files, args=args, name="%s server" % scheduler) as srv:
         a = [srv.conn(source="127.0.0.2") for _ in range(A_CONNS)]
@@ -82,7 +82,7 @@ def deflates(scheduler):
     text = text_bytes(16 * KiB)
     files = {"t%d.txt" % i: text for i in range(A_GZIP)}
     files["b.bin"] = random_bytes(8 * KiB, 7)
-    args = ["--scheduler", scheduler, "--threads", str(THREADS), "--partition", "64k",
+    args = ["--loop-reads", "off", "--scheduler", scheduler, "--threads", str(THREADS), "--partition", "64k",
             "--emulate-disk", "%dms" % (300 * SLOW), "--file-cache", "off"]
     fair = scheduler == "fair"
     running = CPUS if fair else THREADS

@@ -96,7 +96,7 @@ def rename_during_fill(attempt):
     it waits; the response and a later GET must get the new file. Returns
     whether the open was still waiting at the rename (the race was set up),
     and the bodies of the two GETs."""
-    args = ["--threads", "1", "--scheduler", "fifo", "--emulate-disk", "2s",
+    args = ["--loop-reads", "off", "--threads", "1", "--scheduler", "fifo", "--emulate-disk", "2s",
             "--partition", "512k", "--file-cache-max-file", "64k"]
     # Every read of big.bin has more than 256 KiB left: bulk. The opens are
     # the only short jobs, so short_started counts them.
@@ -136,12 +136,12 @@ def check_rename_during_fill():
 
 
 def main():
-    with Server(args=["--file-cache-max-file", "64k"]) as srv:
+    with Server(args=["--loop-reads", "off", "--file-cache-max-file", "64k"]) as srv:
         check_hits(srv)
         check_changes(srv)
         check_bypass(srv)
         ok(cache_stats(srv)["entries"] > 0, "the cache holds entries")
-    with Server(files={"a.txt": b"a\n"}, args=["--file-cache", "off"]) as srv:
+    with Server(files={"a.txt": b"a\n"}, args=["--loop-reads", "off", "--file-cache", "off"]) as srv:
         for _ in range(3):
             srv.get("/a.txt")
         st = cache_stats(srv)
