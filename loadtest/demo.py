@@ -167,7 +167,8 @@ def start_server(procs, args, logpath, settings=CLOGGED):
             "(--port N picks another).")
     cmd = [args.unclog, "-c", os.path.join(TEMPLATES, "unclog.conf"),
            "--listen", f"127.0.0.1:{port}", "--root", args.dir, "--admin", "on",
-           "--access-log", "off", "--threads", "4", "--workers", args.workers, *settings,
+           "--access-log", "off", "--threads", "4", "--workers", args.workers,
+           "--loop-reads", "off", *settings,  # every read meets the pool on stage
            *(["--emulate-disk", args.emulate_disk] if args.emulate_disk else [])]
     with open(logpath, "w") as logf:
         # A session of its own: the terminal's Ctrl-C reaches the demo alone,

@@ -117,6 +117,10 @@ static const struct config_key core_keys[] = {
      "beyond them its next requests wait for a later turn, so that a flood of cheap requests "
      "cannot hold the loop from another client's; 0: no bound",
      CONFIG_RELOAD, NULL},
+    {"loop_reads", CONFIG_BOOL, CONFIG_FIELD(struct config, loop_reads), 0, 0, "on", "on|off",
+     "open and read files already in the page cache on the loop (openat2 RESOLVE_CACHED, "
+     "preadv2 RWF_NOWAIT), send_turn bytes a turn at most; off: every read meets the pool",
+     CONFIG_RELOAD, NULL},
     {"max_buffer_memory", CONFIG_SIZE, CONFIG_FIELD(struct config, max_buffer_memory), 1,
      1ULL << 40, "256m", "SIZE",
      "request and response buffers held at once per worker: beyond it work waits its turn",

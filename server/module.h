@@ -67,6 +67,10 @@ time_t server_date_time(const struct server *srv);
 /* The one door to the threadpool (server/pool/gateway.h). */
 struct gateway *server_gateway(struct server *srv);
 
+/* What every response's pump shares (server/pool/pump.h): the partition
+ * as it is now, the memory budget, the loop's reads. */
+struct pump_env *server_pump_env(struct server *srv);
+
 /* The state module M keeps for SRV (what its init stored), or NULL. */
 void *server_module_state(const struct server *srv, const struct module *m);
 

@@ -107,6 +107,11 @@ struct gateway *server_gateway(struct server *srv)
     return &srv->gateway;
 }
 
+struct pump_env *server_pump_env(struct server *srv)
+{
+    return &srv->pump_env;
+}
+
 bool server_setting_changed(const struct server *srv, size_t key, uint64_t *uptime_ms)
 {
     if (key >= CONFIG_KEYS_MAX || !srv->live_changed[key])

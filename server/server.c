@@ -175,6 +175,11 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->gateway.ran_arg = srv;
     budget_init(&srv->budget, cfg->max_buffer_memory);
     pump_sender_init(&srv->sender, loop, cfg->send_turn);
+    srv->sender.reads.supported = pump_loop_reads_probe(srv->root);
+    log_info("loop reads: %s", !srv->sender.reads.supported ? "off: the kernel lacks openat2 "
+                                                              "RESOLVE_CACHED"
+                               : cfg->loop_reads ? "on (openat2 RESOLVE_CACHED, preadv2 RWF_NOWAIT)"
+                                                 : "off (loop_reads = off)");
     conn_turns_init(&srv->turns, loop, (uint64_t)cfg->turn_share * 1000);
     srv->pump_env = (struct pump_env){.gateway = &srv->gateway,
                                       .budget = &srv->budget,

@@ -4,11 +4,13 @@
 #include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,12 +36,13 @@ struct file {
 };
 
 /* What a request still needs from the pool after its open. */
-enum stage { STAGE_NONE, STAGE_LIST, STAGE_FILL };
+enum stage { STAGE_NONE, STAGE_LIST };
 
-/* One open+fstat (and FILE.gz where asked) on the pool, then where needed one
- * more job of its own class: a directory listing (list), or the body of a
- * small file for the cache (cache). Owned by the handler from the first
- * submit to the last done; holds its connection. */
+/* One job on the pool (class open): open+fstat (and FILE.gz where asked)
+ * and, for a file no larger than the first piece, its body, read in the
+ * same job, so that a small file costs one crossing. A directory's listing
+ * takes one more job (list). Owned by the handler from the first submit to
+ * the last done; holds its connection. */
 struct open_job {
     struct gateway_job job;
     struct conn *conn;
@@ -47,8 +50,9 @@ struct open_job {
     size_t root_len;
     bool want_dir, want_gz, want_listing, gzip_possible;
     bool dotfiles;              /* hidden names listed */
-    int inotify_fd;             /* the cache's, or -1: no body wanted */
-    size_t cache_max;           /* largest body wanted */
+    int inotify_fd;             /* the cache's, or -1: the body is not for the cache */
+    size_t first_max;           /* largest body read with the open (0: none) */
+    size_t budgeted;            /* of the memory budget, taken for that body */
     struct disk_emulation disk; /* emulate_disk when the job was submitted */
     uint64_t cache_gen;         /* the cache's change count at submit */
     /* results, written by the worker */
@@ -66,9 +70,22 @@ struct open_job {
     char relative[PATH_MAX]; /* decoded, normalised: redirects, listings, cache key */
 };
 
-static struct cache *file_cache(const struct server *srv)
+/* The module's state: the file cache, and what reads on the loop use. */
+struct static_state {
+    struct cache cache;
+    int root_fd;   /* the root: what opens on the loop stay beneath; or -1 */
+    char *scratch; /* a body read on the loop, until the response copies it */
+    size_t scratch_cap;
+};
+
+static struct static_state *state_of(const struct server *srv)
 {
     return server_module_state(srv, &static_module);
+}
+
+static struct cache *file_cache(const struct server *srv)
+{
+    return &state_of(srv)->cache;
 }
 
 /* realpath, refuse anything outside the root, open, fstat into FD and ST. */
@@ -131,8 +148,27 @@ static bool names_file(const char *path, const struct stat *st)
     return stat(path, &now) == 0 && now.st_dev == st->st_dev && now.st_ino == st->st_ino;
 }
 
+/* Reads the whole body of a file no larger than the first piece, in the
+ * open's job: the response needs no other crossing. A failure leaves the
+ * body NULL and the pump reads the fd as for any file. */
+static void read_first(struct open_job *j)
+{
+    size_t size = (size_t)j->f.st.st_size;
+    char *body = malloc(size ? size : 1);
+    uint64_t started = uv_hrtime();
+    if (body != NULL && pump_pread_all(j->f.fd, body, size, 0) < 0) {
+        free(body);
+        body = NULL;
+    }
+    pump_emulate_disk(&j->disk, started, size); /* a file read like the pump's */
+    j->body = body;
+    if (body != NULL && !j->gzip_possible)
+        drop(&j->f.fd); /* the body is all the response needs */
+}
+
 /* Reads a small file's body for the cache, watching the file first so that
- * any later change is reported; a failure just means no caching.
+ * any later change is reported; a failure just means no caching (the
+ * response then comes from the fd).
  *
  * The watch goes on the path, the read on the fd opened by the open job,
  * and the file may have been renamed over in between (an atomic replace):
@@ -157,21 +193,11 @@ static void read_body(struct open_job *j)
 {
     j->wd = cache_watch(j->inotify_fd, j->real);
     /* Stat again: a change between the first fstat and the watch went unseen. */
-    if (j->wd < 0 || fstat(j->f.fd, &j->f.st) < 0 || (size_t)j->f.st.st_size > j->cache_max)
+    if (j->wd < 0 || fstat(j->f.fd, &j->f.st) < 0 || (size_t)j->f.st.st_size > j->first_max)
         return;
     if (!names_file(j->real, &j->f.st))
         return; /* the path was renamed over: serve the fd, cache nothing */
-    size_t size = (size_t)j->f.st.st_size;
-    char *body = malloc(size ? size : 1);
-    uint64_t started = uv_hrtime();
-    if (body != NULL && pump_pread_all(j->f.fd, body, size, 0) < 0) {
-        free(body);
-        body = NULL;
-    }
-    pump_emulate_disk(&j->disk, started, size); /* a file read like the pump's */
-    j->body = body;
-    if (body != NULL && !j->gzip_possible)
-        drop(&j->f.fd); /* the body is all the response needs */
+    read_first(j);
 }
 
 static void list_work(struct gateway_job *job)
@@ -181,11 +207,6 @@ static void list_work(struct gateway_job *job)
     snprintf(shown, sizeof shown, "/%s%s", j->relative, j->relative[0] ? "/" : "");
     j->listing = listing_build(j->path, shown, j->dotfiles, &j->listing_len);
     j->err = j->listing ? 0 : -errno;
-}
-
-static void fill_work(struct gateway_job *job)
-{
-    read_body(container_of(job, struct open_job, job));
 }
 
 static void open_work(struct gateway_job *job)
@@ -200,14 +221,20 @@ static void open_work(struct gateway_job *job)
     if (j->err == 0 && j->stage != STAGE_LIST && !j->redirect && !S_ISREG(j->f.st.st_mode))
         j->err = -EACCES;
     bool file = j->err == 0 && j->f.fd >= 0;
-    if (file && j->inotify_fd >= 0 && (size_t)j->f.st.st_size <= j->cache_max)
-        j->stage = STAGE_FILL;
     if (file && j->want_gz) {
         char gz[PATH_MAX + 3];
         snprintf(gz, sizeof gz, "%s.gz", j->path);
         if (open_beneath(j, gz, &j->f.gz_fd, &j->f.gz_st) != 0 || !S_ISREG(j->f.gz_st.st_mode))
             drop(&j->f.gz_fd);
     }
+    /* A file that fits the first piece: its body in this job too. */
+    if (file && (size_t)j->f.st.st_size <= j->first_max) {
+        if (j->inotify_fd >= 0)
+            read_body(j);
+        else
+            read_first(j);
+    }
+    gateway_set_cost(&j->job, j->body != NULL ? (uint64_t)j->f.st.st_size : 0);
     if (j->err != 0) {
         drop(&j->f.fd);
         drop(&j->f.gz_fd);
@@ -468,22 +495,20 @@ static void cache_key(const struct open_job *j, char *key, size_t size)
 
 static void open_after_work(struct gateway_job *job, int status);
 
-/* The job's next stage on the pool, if it has one: returns true when it
- * was submitted (the job lives on). A fill that cannot be submitted is only
- * a missed cache entry; a listing is the response. */
+/* A directory's listing on the pool, if the open found one is wanted:
+ * returns true when it was submitted (the job lives on). */
 static bool next_stage(struct open_job *j, struct server *srv)
 {
     enum stage stage = j->stage;
     j->stage = STAGE_NONE;
     if (stage == STAGE_NONE || j->err != 0 || conn_closing(j->conn))
         return false;
-    bool list = stage == STAGE_LIST;
     /* A directory's own size grows with its entries: the listing's cost. */
     uint64_t size = (uint64_t)j->f.st.st_size;
     struct gateway_cost cost = {.bytes = size, .remaining = size, .flow = conn_flow(j->conn)};
-    int rc = gateway_submit(server_gateway(srv), &j->job, list ? GATEWAY_LIST : GATEWAY_CACHE, cost,
-                            list ? list_work : fill_work, open_after_work);
-    if (rc < 0 && list)
+    int rc = gateway_submit(server_gateway(srv), &j->job, GATEWAY_LIST, cost, list_work,
+                            open_after_work);
+    if (rc < 0)
         j->err = -EMFILE; /* 503 */
     return rc == 0;
 }
@@ -513,6 +538,7 @@ static void open_after_work(struct gateway_job *job, int status)
     } else {
         free(j->body);
     }
+    budget_give(server_pump_env(srv)->budget, j->budgeted);
     free(j->listing);
     free(j);
     conn_release(c);
@@ -531,6 +557,78 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
     struct file f = {.st = e->st, .fd = -1, .body = e->body, .gz_fd = -1};
     send_file(c, &f, e->type);
     return true;
+}
+
+/* The largest body read with the open when the cache does not want it:
+ * the first piece the piece rule gives now, no larger than the cache's
+ * largest file (the most a connection then holds in memory, as for a
+ * cached body), and only while the budget has room for it (else the pump
+ * reads the file). Takes that much of the budget; the open gives it back. */
+static size_t first_piece(struct server *srv, const struct static_config *cfg)
+{
+    struct pump_env *env = server_pump_env(srv);
+    bool short_waiting = gateway_short_waiting(env->gateway, false);
+    size_t piece = pump_piece(&env->partition, short_waiting, cfg->file_cache_max_file, false);
+    return budget_try(env->budget, piece) ? piece : 0;
+}
+
+/* Opens J's file on the loop if its path is all in the dcache, with the
+ * pool's rules: beneath the root, a symlink followed only while it stays
+ * there, none at the end (the pool decides those), no FIFO waited for.
+ * Returns the fd, or -1: the pool opens it (an error is the pool's to
+ * answer, with its status and log line). */
+static int open_on_loop(struct server *srv, const struct open_job *j)
+{
+    struct pump_sender *snd = server_pump_env(srv)->sender;
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
+                           .resolve = RESOLVE_CACHED | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    long fd = syscall(SYS_openat2, state_of(srv)->root_fd, j->relative, &how, sizeof how);
+    if (fd < 0 && errno == EAGAIN)
+        pump_loop_fallback(snd, PUMP_OPEN_WOULD_BLOCK);
+    else if (fd < 0 && (errno == ENOSYS || errno == EINVAL || errno == E2BIG))
+        pump_loop_fallback(snd, PUMP_UNSUPPORTED);
+    return fd < 0 ? -1 : (int)fd;
+}
+
+/* Answers J on the loop when its file is in the page cache: opened there,
+ * and its body read there if it fits the first piece (a larger one goes to
+ * the pump, which reads it on the pool). Returns true when it answered. */
+static bool serve_on_loop(struct conn *c, struct open_job *j, const struct request *req,
+                          const struct static_config *cfg)
+{
+    struct server *srv = conn_server(c);
+    struct static_state *st = state_of(srv);
+    struct file f = {.fd = open_on_loop(srv, j), .gz_fd = -1};
+    if (f.fd < 0)
+        return false;
+    /* fstat of an open file reads its inode, already in memory. */
+    bool cache_wants = file_cache(srv)->enabled;
+    if (fstat(f.fd, &f.st) < 0 || !S_ISREG(f.st.st_mode) ||
+        (cache_wants && (size_t)f.st.st_size <= cfg->file_cache_max_file))
+        goto fail_close; /* the pool's: a status to decide, or a cache to fill */
+    size_t size = (size_t)f.st.st_size;
+    struct pump_env *env = server_pump_env(srv);
+    size_t first = pump_piece(&env->partition, false, cfg->file_cache_max_file, false);
+    if (req->method == HTTP_GET && size <= first && size > 0) {
+        if (size > st->scratch_cap) {
+            char *grown = realloc(st->scratch, size);
+            if (grown == NULL)
+                goto fail_close;
+            st->scratch = grown;
+            st->scratch_cap = size;
+        }
+        if (!pump_loop_read(env->sender, f.fd, st->scratch, size))
+            goto fail_close;
+        f.body = st->scratch;
+        close(f.fd);
+        f.fd = -1;
+    }
+    send_file(c, &f, mime_type(j->path));
+    drop(&f.fd);
+    return true;
+fail_close:
+    close(f.fd);
+    return false;
 }
 
 static int static_on_request(struct conn *c, const struct request *req)
@@ -566,6 +664,14 @@ static int static_on_request(struct conn *c, const struct request *req)
         free(j);
         return 414;
     }
+    /* On the loop when it needs nothing the pool's open adds: FILE.gz,
+     * a directory, a range. */
+    bool simple = !j->want_dir && j->relative[0] != '\0' && !ranged &&
+                  !(cfg->gzip_static && j->gzip_possible);
+    if (simple && server_pump_env(srv)->sender->reads.on && serve_on_loop(c, j, req, cfg)) {
+        free(j);
+        return 0;
+    }
     j->conn = c;
     j->root = root;
     j->root_len = root_len;
@@ -573,7 +679,13 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->want_listing = cfg->listing;
     j->dotfiles = cfg->dotfiles;
     j->inotify_fd = cached ? cache->inotify_fd : -1;
-    j->cache_max = cfg->file_cache_max_file;
+    /* A HEAD or a Range needs no body, nor one that will be gzipped on the
+     * fly (its source reads the file); the cache wants its whole file. */
+    bool fly =
+        j->gzip_possible && cfg->gzip_files && compressible(mime_type(j->path), cfg->gzip_types);
+    bool first = !cached && !ranged && !fly && req->method == HTTP_GET;
+    j->budgeted = first ? first_piece(srv, cfg) : 0;
+    j->first_max = cached ? cfg->file_cache_max_file : j->budgeted;
     j->disk = server_config(srv)->emulate_disk;
     j->cache_gen = cached ? cache_drain(cache) : 0;
     j->f = (struct file){.fd = -1, .gz_fd = -1};
@@ -584,10 +696,13 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->no_index = false;
     j->listing = NULL;
     j->stage = STAGE_NONE;
-    struct gateway_cost cost = {.bytes = 0, .remaining = 0, .flow = conn_flow(c)};
+    /* Its cost: the most it reads; it tells what it read. */
+    struct gateway_cost cost = {
+        .bytes = j->first_max, .remaining = j->first_max, .flow = conn_flow(c)};
     rc = gateway_submit(server_gateway(srv), &j->job, GATEWAY_OPEN, cost, open_work,
                         open_after_work);
     if (rc < 0) {
+        budget_give(server_pump_env(srv)->budget, j->budgeted);
         free(j);
         return 503;
     }
@@ -598,34 +713,49 @@ static int static_on_request(struct conn *c, const struct request *req)
 static int static_init(struct server *srv, void **state)
 {
     const struct static_config *cfg = static_config_of(srv);
-    struct cache *cache = malloc(sizeof *cache);
-    if (cache == NULL)
+    struct static_state *st = malloc(sizeof *st);
+    if (st == NULL)
         return -ENOMEM;
-    int err = cache_init(cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
+    st->scratch = NULL;
+    st->scratch_cap = 0;
+    size_t root_len;
+    st->root_fd = open(server_root(srv, &root_len), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (st->root_fd < 0)
+        server_pump_env(srv)->sender->reads.on = false; /* every open on the pool */
+    int err =
+        cache_init(&st->cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
     if (err < 0)
         log_warn("file cache off: inotify: %s", strerror(-err));
-    *state = cache;
+    *state = st;
     return 0;
 }
 
 static void static_reload(struct server *srv, void *state)
 {
     const struct static_config *cfg = static_config_of(srv);
-    int err =
-        cache_configure(state, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
+    struct static_state *st = state;
+    int err = cache_configure(&st->cache, cfg->file_cache, cfg->file_cache_max_file,
+                              cfg->file_cache_size);
+    if (st->root_fd < 0)
+        server_pump_env(srv)->sender->reads.on = false;
     if (err < 0)
         log_warn("file cache off: inotify: %s", strerror(-err));
 }
 
 static void static_stats(const struct server *srv, const void *state, struct snapshot *out)
 {
-    cache_stats(state, out);
+    const struct static_state *st = state;
+    cache_stats(&st->cache, out);
 }
 
 static void static_fini(struct server *srv, void *state)
 {
-    cache_free(state);
-    free(state);
+    struct static_state *st = state;
+    cache_free(&st->cache);
+    if (st->root_fd >= 0)
+        close(st->root_fd);
+    free(st->scratch);
+    free(st);
 }
 
 static const struct route static_routes[] = {

@@ -12,7 +12,7 @@
 #include "server/base/snapshot.h"
 #include "server/base/util.h"
 
-static const char *const class_names[GATEWAY_NCLASSES] = {"open", "read", "gzip", "list", "cache"};
+static const char *const class_names[GATEWAY_NCLASSES] = {"open", "read", "gzip", "list"};
 
 /* The nice value of this worker thread, as last set here. */
 static _Thread_local int thread_nice;
@@ -204,6 +204,13 @@ int gateway_submit(struct gateway *gw, struct gateway_job *job, enum gateway_cla
     sched_push(&gw->sched, &job->item);
     dispatch(gw);
     return 0;
+}
+
+void gateway_set_cost(struct gateway_job *job, uint64_t bytes)
+{
+    /* The policy charged the estimate when it took the job; the loop reads
+     * the cost again only after the work is done. */
+    job->item.cost = bytes;
 }
 
 int gateway_cancel(struct gateway_job *job)

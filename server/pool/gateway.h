@@ -15,20 +15,13 @@
  * jobs waited for a thread and how long they ran. */
 
 /* What a job does, so that each class's numbers mean one thing:
- *   open  resolve, open and fstat one file (and FILE.gz)
+ *   open  resolve, open and fstat one file (and FILE.gz), and read its
+ *         body when it fits the first piece (or the file cache wants it):
+ *         a small file costs one crossing
  *   read  one piece of a file, for the pump (partition bytes at most)
  *   gzip  deflate one slice (a /gzip body, or read+deflate of a file piece)
- *   list  read a directory and build its HTML listing
- *   cache read a small file's whole body into the file cache (not the
- *         pump's fill of a slot: that is a read or gzip job) */
-enum gateway_class {
-    GATEWAY_OPEN,
-    GATEWAY_READ,
-    GATEWAY_GZIP,
-    GATEWAY_LIST,
-    GATEWAY_CACHE,
-    GATEWAY_NCLASSES
-};
+ *   list  read a directory and build its HTML listing */
+enum gateway_class { GATEWAY_OPEN, GATEWAY_READ, GATEWAY_GZIP, GATEWAY_LIST, GATEWAY_NCLASSES };
 
 struct gateway_job;
 
@@ -137,6 +130,11 @@ void gateway_set_mode(struct gateway *gw, enum sched_mode mode);
 int gateway_submit(struct gateway *gw, struct gateway_job *job, enum gateway_class cls,
                    struct gateway_cost cost, gateway_work_fn work, gateway_done_fn done);
 
+/* Worker thread, from JOB's work: what it really cost, BYTES, when only
+ * running it tells (an open that reads the body of a small file, or not):
+ * its class's cost_bytes counts that, not what it was submitted with. */
+void gateway_set_cost(struct gateway_job *job, uint64_t bytes);
+
 /* Cancels JOB if it has not started: then its DONE runs later, from the
  * loop, with UV_ECANCELED (never from inside this call). Returns 0, or
  * UV_EBUSY when it is running or done. */
@@ -153,7 +151,7 @@ struct snapshot;
  * times ("jobs") to S. */
 void gateway_stats(const struct gateway *gw, struct snapshot *s);
 
-/* "open", "read", "gzip", "list", "cache". */
+/* "open", "read", "gzip", "list". */
 const char *gateway_class_name(enum gateway_class cls);
 
 #endif

@@ -98,6 +98,26 @@ struct pump_partition {
 size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining,
                   bool deflates);
 
+/* Why a file's open or read did not run on the loop (loop_reads) and went
+ * to the pool instead. */
+enum pump_fallback {
+    PUMP_OPEN_WOULD_BLOCK, /* openat2(RESOLVE_CACHED): the path is not all in the dcache */
+    PUMP_READ_WOULD_BLOCK, /* preadv2(RWF_NOWAIT): some byte is not in the page cache */
+    PUMP_UNSUPPORTED,      /* the kernel or the file system lacks the flag */
+    PUMP_OVER_TURN,        /* the turn's reads on the loop reached send_turn bytes */
+    PUMP_FALLBACKS
+};
+
+/* Reads on the loop of data already in the page cache: they cannot block
+ * (they fail with EAGAIN instead), and a turn of the loop reads at most
+ * send_turn bytes so (the read that crosses it goes, as a write does). */
+struct pump_loop_reads {
+    bool supported; /* the kernel has openat2(RESOLVE_CACHED): probed at start */
+    bool on;        /* supported, and loop_reads is on */
+    size_t used;    /* bytes read on the loop in this turn */
+    uint64_t served, bytes, fallbacks[PUMP_FALLBACKS];
+};
+
 /* The loop's writes, shared by client (server/pool/share.h): owns the
  * share and the two handles that run its turns, a check handle that begins
  * a turn after each poll of the loop while the last one wrote, and an idle
@@ -105,6 +125,7 @@ size_t pump_piece(const struct pump_partition *partition, bool short_waiting, ui
  * server, one per loop. */
 struct pump_sender {
     struct share share;
+    struct pump_loop_reads reads; /* counted by the same turns */
     uv_check_t check;
     uv_idle_t idle;
     bool closing;
@@ -115,6 +136,19 @@ void pump_sender_init(struct pump_sender *snd, uv_loop_t *loop, size_t turn_byte
 
 /* Changes the bytes of a turn (send_turn), from the next write on. */
 void pump_sender_set_turn(struct pump_sender *snd, size_t turn_bytes);
+
+/* Whether the kernel serves openat2(RESOLVE_CACHED) (and so, since it is
+ * newer, preadv2(RWF_NOWAIT)): tried once on DIR. Blocking: call it at start. */
+bool pump_loop_reads_probe(const char *dir);
+
+/* Loop thread: reads LEN bytes of FD from its start into BUF, if all of them
+ * are in the page cache and this turn may still read on the loop. Returns
+ * true when it did; else false, the fallback counted, and the pool must
+ * read. */
+bool pump_loop_read(struct pump_sender *snd, int fd, char *buf, size_t len);
+
+/* Loop thread: counts a fallback to the pool for WHY. */
+void pump_loop_fallback(struct pump_sender *snd, enum pump_fallback why);
 
 /* Closes SND's handles. No write may wait: every pump is idle. */
 void pump_sender_close(struct pump_sender *snd);

@@ -96,6 +96,11 @@ RULES = [
     ("send.waiting_clients", lambda: num("unclog_send_waiting_clients")),
     ("send.waiting_clients_max", lambda: num("unclog_send_waiting_clients_max")),
     ("send.lag_max", lambda: num("unclog_send_lag_max_bytes")),
+    ("loop_reads.on", lambda: num("unclog_loop_reads_on")),
+    ("loop_reads.served", lambda: num("unclog_loop_reads_total")),
+    ("loop_reads.bytes", lambda: num("unclog_loop_read_bytes_total")),
+    ("loop_reads.fallbacks.*.count",
+     lambda r: num("unclog_loop_read_fallbacks_total", reason=r)),
     ("turns.share_us", lambda: num("unclog_turn_share_seconds", US)),
     ("turns.at_once", lambda: num("unclog_turn_requests_at_once_total")),
     ("turns.deferred", lambda: num("unclog_turn_requests_deferred_total")),
@@ -279,7 +284,8 @@ def quiet_pair(srv):
 
 
 def main():
-    args = ["--threads", "3", "--partition", "4k", "--file-cache", "on", "--admin", "on"]
+    args = ["--loop-reads", "off", "--threads", "3", "--partition", "4k", "--file-cache", "on",
+            "--admin", "on"]
     with Server(files=FILES, args=args) as srv:
         traffic(srv)
         st_resp, m_resp = quiet_pair(srv)

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+# Reads on the loop (loop_reads): a small file already in the page cache is
+# opened (openat2 RESOLVE_CACHED) and read (preadv2 RWF_NOWAIT) on the loop,
+# with no pool job; one evicted from the page cache (POSIX_FADV_DONTNEED)
+# goes to the pool, its reason counted; loop_reads = off sends every read
+# through the pool. Counters, not timings. The root is on a disk-backed
+# directory where /tmp is tmpfs: eviction does nothing there.
+import os
+
+from harness import KiB, Server, is_, ok, random_bytes, run
+
+BODY = random_bytes(8 * KiB, 57)
+FILES = {"a.bin": BODY, "b.bin": BODY}
+ARGS = ["--file-cache", "off", "--partition", "64k"]
+
+
+def total_jobs(st):
+    return sum(c["submitted"] for c in st["jobs"].values())
+
+
+def fallbacks(st):
+    return {k: v["count"] for k, v in st["loop_reads"]["fallbacks"].items()}
+
+
+def evict(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # dirty pages are not dropped
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def main():
+    with Server(files=FILES, args=ARGS, name="loop reads on") as srv:
+        on = srv.stats()["loop_reads"]["on"]
+        if not on:
+            ok(True, "# SKIP the kernel lacks openat2 RESOLVE_CACHED")
+            return
+        is_(srv.get("/a.bin").body, BODY, "a first GET (warms the page cache, whatever the path)")
+        before = srv.stats()
+        is_(srv.get("/a.bin").body, BODY, "a GET of the file now in the page cache")
+        after = srv.stats()
+        is_(total_jobs(after) - total_jobs(before), 0, "served with no pool job at all")
+        is_(after["loop_reads"]["served"] - before["loop_reads"]["served"], 1,
+            "one read on the loop")
+
+        evict(srv.path("b.bin"))
+        before = srv.stats()
+        is_(srv.get("/b.bin").body, BODY, "a GET of a file evicted from the page cache")
+        after = srv.stats()
+        is_(total_jobs(after) - total_jobs(before), 1, "it went to the pool: one open job")
+        fb0, fb1 = fallbacks(before), fallbacks(after)
+        would_block = sum(fb1[k] - fb0[k] for k in ("open_would_block", "read_would_block"))
+        is_(would_block, 1, "the fallback is counted: its open or its read would block")
+
+    with Server(files=FILES, args=ARGS + ["--loop-reads", "off"], name="loop reads off") as srv:
+        is_(srv.stats()["loop_reads"]["on"], 0, "loop_reads = off: off")
+        for _ in range(3):
+            before = srv.stats()
+            is_(srv.get("/a.bin").body, BODY, "a GET, loop_reads off")
+            after = srv.stats()
+            is_(after["jobs"]["open"]["submitted"] - before["jobs"]["open"]["submitted"], 1,
+                "every read goes through the pool: one open job, which reads the body")
+        is_(after["loop_reads"]["served"], 0, "nothing read on the loop")
+
+
+run(main)
