@@ -235,3 +235,8 @@ void cache_stats(const struct cache *cache, struct snapshot *s)
     snap_add(s, &cache_misses, cache->misses);
     snap_close(s);
 }
+
+bool cache_has_room(const struct cache *cache, size_t size)
+{
+    return cache->enabled && size <= cache->max_file && cache->bytes + size <= cache->max_bytes;
+}

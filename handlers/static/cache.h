@@ -74,6 +74,10 @@ int cache_watch(int inotify_fd, const char *path);
 void cache_insert(struct cache *cache, const char *key, int wd, const struct stat *st,
                   const char *type, char *body, uint64_t gen, uint64_t now_ms);
 
+/* Whether a body of SIZE bytes would be cached, and evict nothing: the
+ * cache is on, takes files that large, and has that much room. */
+bool cache_has_room(const struct cache *cache, size_t size);
+
 /* Removes watch WD of a fill that was not kept, unless an entry uses it. */
 void cache_unwatch(struct cache *cache, int wd);
 

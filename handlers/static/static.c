@@ -601,10 +601,13 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
     struct file f = {.fd = open_on_loop(srv, j), .gz_fd = -1};
     if (f.fd < 0)
         return false;
-    /* fstat of an open file reads its inode, already in memory. */
-    bool cache_wants = file_cache(srv)->enabled;
+    /* fstat of an open file reads its inode, already in memory. A file the
+     * cache would take without evicting goes to the pool, which fills it;
+     * once the cache is full, a miss read here costs less than a crossing
+     * that would only evict another entry (a flood over more files than it
+     * holds would otherwise cross the pool for every one). */
     if (fstat(f.fd, &f.st) < 0 || !S_ISREG(f.st.st_mode) ||
-        (cache_wants && (size_t)f.st.st_size <= cfg->file_cache_max_file))
+        cache_has_room(file_cache(srv), (size_t)f.st.st_size))
         goto fail_close; /* the pool's: a status to decide, or a cache to fill */
     size_t size = (size_t)f.st.st_size;
     struct pump_env *env = server_pump_env(srv);

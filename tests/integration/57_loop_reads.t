@@ -3,7 +3,9 @@
 # opened (openat2 RESOLVE_CACHED) and read (preadv2 RWF_NOWAIT) on the loop,
 # with no pool job; one evicted from the page cache (POSIX_FADV_DONTNEED)
 # goes to the pool, its reason counted; loop_reads = off sends every read
-# through the pool. Counters, not timings. The root is on a disk-backed
+# through the pool; with the small-file cache on, a file it has room for
+# fills it through the pool, and once it is full a miss is read on the
+# loop. Counters, not timings. The root is on a disk-backed
 # directory where /tmp is tmpfs: eviction does nothing there.
 import os
 
@@ -53,6 +55,26 @@ def main():
         fb0, fb1 = fallbacks(before), fallbacks(after)
         would_block = sum(fb1[k] - fb0[k] for k in ("open_would_block", "read_would_block"))
         is_(would_block, 1, "the fallback is counted: its open or its read would block")
+
+    # The cache on, with room for two of the three files: the first two
+    # fill it through the pool; once it is full, a miss is read on the loop
+    # rather than crossing the pool to evict an entry.
+    files = dict(FILES, **{"c.bin": BODY})
+    cache = ["--partition", "64k", "--file-cache-size", "16k", "--file-cache-max-file", "8k"]
+    with Server(files=files, args=cache, name="loop reads, a full cache") as srv:
+        for name in files:
+            srv.get("/" + name)  # the page cache warm, whatever path each took
+        st = srv.stats()
+        is_((st["file_cache"]["entries"], st["file_cache"]["bytes"]), (2, 16 * KiB),
+            "the first two files fill the cache through the pool")
+        before = srv.stats()
+        for name in ("a.bin", "b.bin", "c.bin"):
+            is_(srv.get("/" + name).body, BODY, "GET /%s, the cache full" % name)
+        after = srv.stats()
+        is_(total_jobs(after) - total_jobs(before), 0, "no pool job: two hits, one miss on the loop")
+        is_(after["loop_reads"]["served"] - before["loop_reads"]["served"], 1,
+            "the miss is read on the loop")
+        is_(after["file_cache"]["entries"], 2, "and evicts nothing")
 
     with Server(files=FILES, args=ARGS + ["--loop-reads", "off"], name="loop reads off") as srv:
         is_(srv.stats()["loop_reads"]["on"], 0, "loop_reads = off: off")
