@@ -4,13 +4,12 @@
 # a small one does not wait behind big ones, and every byte arrives.
 # /gzip deflates a body as it arrives, so what a connection holds does not
 # grow with the body. Counters from /stats and bytes, not timings.
-import os
 import select
 import threading
 import time
 
-from harness import (IO_TIMEOUT, SLOW, KiB, MiB, Conn, Server, build_request, gunzip, in_parallel,
-                     is_, ok, poll, random_bytes, run, text_bytes)
+from harness import (IO_TIMEOUT, SANITIZED, SLOW, KiB, MiB, Conn, Server, build_request, gunzip,
+                     in_parallel, is_, ok, poll, random_bytes, run, text_bytes)
 
 BIG = random_bytes(MiB, 15)
 SMALL = b"s" * KiB
@@ -141,8 +140,8 @@ def stalled_gzip(kind, chunk):
         is_(srv.get("/small.txt").body, SMALL, "another client is served meanwhile")
         ok(gzip_roundtrip(srv.port, SMALL, True), "and its /gzip body round-trips")
         grown = srv.rss_kib() - base
-        if os.environ.get("UNCLOG_ASAN"):
-            ok(True, "# SKIP RSS under AddressSanitizer (its quarantine keeps freed memory)")
+        if SANITIZED:
+            ok(True, "# SKIP RSS under a sanitizer (its shadow and quarantine count in it)")
         else:
             ok(grown < n * MiB // KiB, "RSS grew %d KiB, under 1 MiB per stalled upload" % grown)
         for c in clients:
