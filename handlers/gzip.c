@@ -15,7 +15,8 @@
  * gets a window no larger than itself (which loses nothing: a match can
  * never reach further back than the input's start) and a hash to match. */
 /* Input bytes per deflate call (deflate_fill): under the /gzip flood nearly
- * every step here ran 50 us of CPU or more (15 give-ways per 64k slice). */
+ * every step here ran 50 us of CPU or more (15 give-ways per 64k slice).
+ * Also the first size of a body's input buffer (grow_input). */
 #define GZIP_STEP       4096u
 #define WINDOW_BITS_MAX 15
 #define WINDOW_BITS_MIN 9
