@@ -4,6 +4,7 @@
 #   make run          serve static/ on http://127.0.0.1:8080
 #   make test         unit + integration tests, one prove summary
 #   make test-asan    the same tests against an ASan+UBSan build
+#   make test-tsan    the pool's integration tests against a ThreadSanitizer build
 #   make deps         install the Debian packages the build needs (root)
 #   make loadtest     the fairness experiment, quick pass (see loadtest/README.md)
 #   make format-check clang-format dry run
@@ -53,6 +54,12 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 OPT_FLAGS  := -O2 -g
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+# gcc warns (-Wtsan) that TSan does not model atomic_thread_fence: the one
+# fence is server/whole.c's seqlock between worker processes, which TSan
+# cannot watch anyway. clang has no such warning, nor the flag.
+TSAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread \
+              $(shell $(CC) -Wno-tsan -Werror -fsanitize=thread -fsyntax-only -x c /dev/null \
+                  >/dev/null 2>&1 && echo -Wno-tsan)
 
 # The core's rooms, bottom up: each uses only the rooms above it in this list.
 BASE_ROOM_SRC := $(wildcard server/base/*.c)
@@ -70,7 +77,7 @@ HEADERS     := $(wildcard server/*.h server/*/*.h handlers/*.h handlers/*/*.h te
 objs = $(patsubst %.c,$(1)/%.o,$(2))
 
 .PHONY: all run test test-asan unit unit-asan format format-check clean distclean \
-        loadtest loadtest-full bench asan
+        loadtest loadtest-full bench asan tsan test-tsan
 all: build/unclog
 
 # ---- generated sources (build/gen/, never committed) --------------------------
@@ -132,6 +139,28 @@ build/asan/unclog: build/asan/obj/main.o $(ASAN_CORE_OBJ)
 
 asan: build/asan/unclog
 
+# ---- thread sanitizer build (build/tsan/): the pool's jobs against the loop ---
+# libuv itself is not instrumented: TSan sees its mutexes (pthread is
+# intercepted), which is where a job's hand-over to and from the loop happens.
+build/tsan/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "  CC tsan $<"
+	@$(CC) $(BASE) $(WARN) $(TSAN_FLAGS) -c $< -o $@
+
+build/tsan/obj/llhttp/%.o: $(LLHTTP_SRC)/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC tsan $<"
+	@$(CC) $(TSAN_FLAGS) -w -I$(LLHTTP_INC) -c $< -o $@
+
+TSAN_LL_OBJ   := $(addprefix build/tsan/obj/llhttp/,$(addsuffix .o,$(LLHTTP_C)))
+TSAN_CORE_OBJ := $(call objs,build/tsan/obj,$(CORE_SRC)) $(TSAN_LL_OBJ)
+
+build/tsan/unclog: build/tsan/obj/main.o $(TSAN_CORE_OBJ)
+	@echo "  LD tsan $@"
+	@$(CC) $(TSAN_FLAGS) $^ -o $@ $(LIBS)
+
+tsan: build/tsan/unclog
+
 # ---- unit tests: one binary per module, always sanitized ----------------------
 # A unit test may #include the module's .c to reach its statics, so it links
 # against every core object except the one it includes.
@@ -160,6 +189,19 @@ test: build/unclog $(UNIT_BIN)
 
 test-asan: build/asan/unclog $(UNIT_BIN)
 	$(INTEG_ENV) UNCLOG_BIN=$(CURDIR)/build/asan/unclog UNCLOG_ASAN=1 $(PROVE) $(UNIT_BIN) $(INTEG)
+
+# The integration tests against the ThreadSanitizer build: a race between a
+# pool job and the loop (or two jobs) fails the test whose server reports it.
+# The tests whose servers run pool work of every kind, and change it under
+# way: reads and their partitions, /gzip, the scheduler and the budget,
+# settings and reloads, workers, cancels at shutdown, ranges, listings,
+# compressed files, the cache, the send share, the turns.
+TSAN_INTEG := $(addprefix tests/integration/,05_partition.t 06_gzip.t 08_backpressure.t \
+              10_shutdown.t 11_reload.t 12_workers.t 13_job_classes.t 14_scheduler.t 15_memory.t \
+              16_settings.t 29_send_share.t 31_ranges.t 32_directories.t 33_compression.t \
+              36_cache.t 55_turns.t)
+test-tsan: build/tsan/unclog
+	$(INTEG_ENV) UNCLOG_BIN=$(CURDIR)/build/tsan/unclog UNCLOG_TSAN=1 $(PROVE) $(TSAN_INTEG)
 
 # On a terminal the server runs as a foreground job of its own (bash -m), so
 # that Ctrl-C reaches it alone: it stops gracefully and make exits with its

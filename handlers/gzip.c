@@ -16,7 +16,8 @@
  * gets a window no larger than itself (which loses nothing: a match can
  * never reach further back than the input's start) and a hash to match. */
 /* Input bytes per deflate call (deflate_fill): under the /gzip flood nearly
- * every step here ran 50 us of CPU or more (15 give-ways per 64k slice). */
+ * every step here ran 50 us of CPU or more (15 give-ways per 64k slice).
+ * Also the first size of a body's input buffer (grow_input). */
 #define GZIP_STEP       4096u
 #define WINDOW_BITS_MAX 15
 #define WINDOW_BITS_MIN 9
@@ -33,38 +34,51 @@ static size_t deflate_memory(int window_bits, int mem_level)
  * body as it arrives, in slices of gzip_partition (base.slice), or a file,
  * in the pieces the pump cuts it in (as for any file read). Owns the input
  * buffer, the file and the z_stream, which the first job sets up (so that
- * a response waiting for the budget holds none of it). */
+ * a response waiting for the budget holds none of it). A body reserves
+ * late: its input buffer grows with what arrives, zlib's state is
+ * reserved once a slice is there to deflate (or the body has ended), and
+ * the pump's slot as the first job starts, so that a slow upload holds no
+ * more than the bytes it has sent until then. */
 struct deflate_source {
     struct pump_source base;
     z_stream z;
-    bool z_ready;
+    bool z_ready, z_held;
     int window_bits, mem_level;
-    char *in;      /* the input: allocated once the budget has it */
-    size_t in_cap; /* its size: the largest piece */
-    bool last_slice;
-    /* a request body: what has arrived and what zlib has been given of it */
+    char *in;        /* the input: allocated once the budget has it */
+    size_t in_cap;   /* the largest piece */
+    size_t in_size;  /* a body's: bytes of IN allocated (and held), up to in_cap */
+    bool no_memory;  /* an allocation failed: the next job fails */
+    bool last_slice; /* the input zlib has is the last */
+    /* A request body, on the loop thread only: what has arrived and how far
+     * the slices handed to jobs reach. A job runs with the window shut, so
+     * nothing arrives under it. */
     struct conn *conn; /* NULL for a file */
     size_t in_len, in_pos;
     uint64_t body_len, body_max;
     uint64_t body_left; /* announced by Content-Length and not arrived yet */
     bool chunked, body_done;
+    /* The slice the next job deflates, handed over by deflate_ready while
+     * no job runs: all a job reads of the body. The job takes it (clears
+     * slice_handed); until then no other is handed. */
+    size_t slice_at, slice_len;
+    bool slice_last, slice_handed;
     /* a file */
     int fd; /* until its last read, else -1 */
     uint64_t file_left, file_offset;
 };
 
-/* Worker thread: puts the next PIECE bytes of input in front of zlib: the
- * next part of the body, or the next read of the file. Returns 0 or -errno. */
+/* Worker thread: puts the next input in front of zlib: the body's slice
+ * that deflate_ready handed over, or the next PIECE bytes of the file.
+ * Returns 0 or -errno. */
 static int next_slice(struct deflate_source *d, size_t piece)
 {
     z_stream *z = &d->z;
     if (d->conn != NULL) {
-        size_t take = d->in_len - d->in_pos < piece ? d->in_len - d->in_pos : piece;
         /* An empty body has no bytes, and NULL + 0 is undefined behaviour. */
-        z->next_in = take ? (Bytef *)d->in + d->in_pos : Z_NULL;
-        z->avail_in = (uInt)take;
-        d->in_pos += take;
-        d->last_slice = d->body_done && d->in_pos == d->in_len;
+        z->next_in = d->slice_len ? (Bytef *)d->in + d->slice_at : Z_NULL;
+        z->avail_in = (uInt)d->slice_len;
+        d->last_slice = d->slice_last;
+        d->slice_handed = false;
         return 0;
     }
     size_t got = d->file_left < piece ? (size_t)d->file_left : piece;
@@ -88,7 +102,7 @@ static int deflate_fill(struct pump_source *src, size_t piece, char *buf, size_t
 {
     struct deflate_source *d = container_of(src, struct deflate_source, base);
     z_stream *z = &d->z;
-    if (d->in == NULL)
+    if (d->no_memory)
         return -ENOMEM;
     if (!d->z_ready) {
         /* windowBits + 16: a gzip wrapper rather than zlib's. */
@@ -121,15 +135,13 @@ static int deflate_fill(struct pump_source *src, size_t piece, char *buf, size_t
         return -EIO;
     *len = cap - z->avail_out;
     *eof = rc == Z_STREAM_END;
-    /* Input bytes not deflated yet: what the response still costs. */
-    src->remaining =
-        z->avail_in + (d->conn != NULL ? d->in_len - d->in_pos + d->body_left : d->file_left);
+    /* Input bytes not deflated yet: what the response still costs. A body's
+     * is deflate_ready's to say, before each job. */
+    if (d->conn == NULL)
+        src->remaining = z->avail_in + d->file_left;
     return 0;
 }
 
-/* Loop thread, when the pump has a slot free: whether a job has input. A
- * body short of a slice opens the connection's window for the rest, and
- * reading pauses again once the slice is there (or while a job runs). */
 static const struct config_table gzip_config_table;
 
 /* The running values of the module's keys. */
@@ -138,30 +150,93 @@ static const struct gzip_config *gzip_config_of(struct conn *c)
     return config_block(server_config(conn_server(c)), &gzip_config_table);
 }
 
+/* Loop thread, no job running: hands the next job its slice of the body
+ * (if zlib needs input and none waits: the pump may find no free slot and
+ * start no job) and shuts the window, so that nothing arrives under the
+ * job: the loop writes nothing a running job reads. */
+static void hand_slice(struct deflate_source *d)
+{
+    /* What the response still costs, for the job about to start: its input
+     * here, and the body still to come. A chunked body's rest is unknown
+     * until its end: up to its limit, so a long upload is bulk work and
+     * each slice is charged its bytes. */
+    uint64_t rest = d->body_done ? 0 : d->chunked ? d->body_max - d->body_len : d->body_left;
+    d->base.remaining = d->z.avail_in + (d->in_len - d->in_pos) + rest;
+    if (d->z.avail_in == 0 && !d->last_slice && !d->slice_handed) {
+        size_t have = d->in_len - d->in_pos;
+        d->slice_at = d->in_pos;
+        d->slice_len = have < d->base.slice ? have : d->base.slice;
+        d->in_pos += d->slice_len;
+        d->slice_last = d->body_done && d->in_pos == d->in_len;
+        d->slice_handed = true;
+    }
+    conn_body_window(d->conn, 0);
+}
+
+/* Loop thread: a body's input buffer, full of what arrived, doubles (from
+ * GZIP_STEP, up to in_cap); the budget holds what it adds. False while
+ * the response waits for that memory. */
+static bool grow_input(struct deflate_source *d)
+{
+    size_t size = d->in_size == 0 ? GZIP_STEP : 2 * d->in_size;
+    if (size > d->in_cap)
+        size = d->in_cap;
+    if (!pump_reserve(d->base.pump, size - d->in_size))
+        return false;
+    char *in = realloc(d->in, size);
+    if (in == NULL) {
+        d->no_memory = true; /* the job fails, and the response with it */
+        return true;
+    }
+    d->in = in;
+    d->in_size = size;
+    return true;
+}
+
+/* Loop thread, when the pump has a slot free: whether a job has input. A
+ * body short of a slice opens the connection's window for the rest of it
+ * (as far as its buffer has room), and reading pauses again once the slice
+ * is there (or while a job runs, or the response waits for memory). */
 static bool deflate_ready(struct pump_source *src)
 {
     struct deflate_source *d = container_of(src, struct deflate_source, base);
-    if (d->in == NULL && (d->in = malloc(d->in_cap)) == NULL)
-        return true; /* the job fails, and the response with it */
-    if (d->conn == NULL)
+    if (d->conn == NULL) {
+        if (d->in == NULL && (d->in = malloc(d->in_cap)) == NULL)
+            d->no_memory = true; /* the job fails, and the response with it */
+        return true;
+    }
+    if (d->no_memory)
         return true;
     /* A live change of gzip_partition reaches the body's next slice, up to
      * the size of its buffer. */
     size_t now = gzip_config_of(d->conn)->gzip_partition;
     d->base.slice = now < d->in_cap ? now : d->in_cap;
-    if (d->z.avail_in > 0 || d->body_done || d->in_len - d->in_pos >= d->base.slice) {
-        /* What the response still costs, for the job about to start: its
-         * input here, and the body still to come. A chunked body's rest is
-         * unknown until its end: up to its limit, so a long upload is bulk
-         * work and each slice is charged its bytes. */
-        uint64_t rest = d->body_done ? 0 : d->chunked ? d->body_max - d->body_len : d->body_left;
-        d->base.remaining = d->z.avail_in + (d->in_len - d->in_pos) + rest;
+    if (d->z.avail_in > 0 || d->slice_handed || d->body_done ||
+        d->in_len - d->in_pos >= d->base.slice) {
+        /* A slice to deflate: now zlib's state is worth its memory. */
+        size_t state = deflate_memory(d->window_bits, d->mem_level);
+        if (!d->z_held && !pump_reserve(d->base.pump, state)) {
+            conn_body_window(d->conn, 0);
+            return false;
+        }
+        d->z_held = true;
+        hand_slice(d);
         return true;
     }
-    memmove(d->in, d->in + d->in_pos, d->in_len - d->in_pos);
-    d->in_len -= d->in_pos;
-    d->in_pos = 0;
-    conn_body_window(d->conn, d->in_cap - d->in_len);
+    /* zlib has taken all it was given: what is left moves to the front. */
+    if (d->in_pos > 0) {
+        memmove(d->in, d->in + d->in_pos, d->in_len - d->in_pos);
+        d->in_len -= d->in_pos;
+        d->in_pos = 0;
+    }
+    if (d->in_len == d->in_size && !grow_input(d)) {
+        conn_body_window(d->conn, 0);
+        return false;
+    }
+    if (d->no_memory)
+        return true;
+    size_t room = d->in_size - d->in_len, rest = d->base.slice - d->in_len;
+    conn_body_window(d->conn, rest < room ? rest : room);
     return false;
 }
 
@@ -182,7 +257,8 @@ static size_t deflate_size(struct pump_source *src, size_t piece_max)
 {
     struct deflate_source *d = container_of(src, struct deflate_source, base);
     d->in_cap = piece_max;
-    src->held = d->in_cap + deflate_memory(d->window_bits, d->mem_level);
+    /* A body reserves late (deflate_ready); a file all at once. */
+    src->held = d->conn != NULL ? 0 : d->in_cap + deflate_memory(d->window_bits, d->mem_level);
     /* A stream's bound without the stream: zlib's most conservative. */
     return deflateBound(Z_NULL, (uLong)piece_max) + 64;
 }
@@ -235,6 +311,7 @@ static int gzip_on_request(struct conn *c, const struct request *req)
         return 503;
     d->base.slice = slice;
     d->base.commit_late = true;
+    d->base.reserve_late = true;
     d->conn = c;
     d->chunked = req->chunked;
     d->body_max = cfg->gzip_max_body;
@@ -259,10 +336,12 @@ static int gzip_on_body(struct conn *c, const char *at, size_t len)
     memcpy(d->in + d->in_len, at, len);
     d->in_len += len;
     d->body_left -= d->body_left < len ? d->body_left : len;
-    /* A full slice goes to the pool. Not after the last byte of a
-     * Content-Length body: llhttp completes the message within this same
-     * call, and on_body_end starts that job (with body_done set first). */
-    if (d->in_len == d->in_cap && (d->chunked || d->body_left > 0))
+    /* A full slice goes to the pool, and a full buffer grows. Not after the
+     * last byte of a Content-Length body: llhttp completes the message
+     * within this same call, and on_body_end starts that job (with
+     * body_done set first). */
+    bool full = d->in_len - d->in_pos >= d->base.slice || d->in_len == d->in_size;
+    if (full && (d->chunked || d->body_left > 0))
         pump_kick(d->base.pump);
     return 0;
 }

@@ -103,6 +103,12 @@ static void server_on_sent(void *arg, uint64_t flow, size_t bytes)
     clients_sent(&srv->clients, flow, bytes, uv_now(srv->loop));
 }
 
+static void server_on_held(void *arg, uint64_t flow, size_t bytes, bool taken)
+{
+    struct server *srv = arg;
+    clients_memory(&srv->clients, flow, bytes, taken);
+}
+
 static void server_finish(struct server *srv)
 {
     server__close_handle(srv, (uv_handle_t *)&srv->tick);
@@ -185,6 +191,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                                       .budget = &srv->budget,
                                       .bytes_sent = &srv->bytes_sent,
                                       .sent = server_on_sent,
+                                      .held = server_on_held,
                                       .sent_arg = srv,
                                       .sender = &srv->sender};
     server__apply_to_pumps(srv);

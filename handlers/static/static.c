@@ -538,7 +538,7 @@ static void open_after_work(struct gateway_job *job, int status)
     } else {
         free(j->body);
     }
-    budget_give(server_pump_env(srv)->budget, j->budgeted);
+    budget_give(server_pump_env(srv)->budget, conn_flow(c), j->budgeted);
     free(j->listing);
     free(j);
     conn_release(c);
@@ -563,13 +563,14 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
  * the first piece the piece rule gives now, no larger than the cache's
  * largest file (the most a connection then holds in memory, as for a
  * cached body), and only while the budget has room for it (else the pump
- * reads the file). Takes that much of the budget; the open gives it back. */
-static size_t first_piece(struct server *srv, const struct static_config *cfg)
+ * reads the file). Takes that much of the budget for client FLOW; the
+ * open gives it back. */
+static size_t first_piece(struct server *srv, const struct static_config *cfg, uint64_t flow)
 {
     struct pump_env *env = server_pump_env(srv);
     bool short_waiting = gateway_short_waiting(env->gateway, false);
     size_t piece = pump_piece(&env->partition, short_waiting, cfg->file_cache_max_file, false);
-    return budget_try(env->budget, piece) ? piece : 0;
+    return budget_try(env->budget, flow, piece) ? piece : 0;
 }
 
 /* Opens J's file on the loop if its path is all in the dcache, with the
@@ -687,7 +688,7 @@ static int static_on_request(struct conn *c, const struct request *req)
     bool fly =
         j->gzip_possible && cfg->gzip_files && compressible(mime_type(j->path), cfg->gzip_types);
     bool first = !cached && !ranged && !fly && req->method == HTTP_GET;
-    j->budgeted = first ? first_piece(srv, cfg) : 0;
+    j->budgeted = first ? first_piece(srv, cfg, conn_flow(c)) : 0;
     j->first_max = cached ? cfg->file_cache_max_file : j->budgeted;
     j->disk = server_config(srv)->emulate_disk;
     j->cache_gen = cached ? cache_drain(cache) : 0;
@@ -705,7 +706,7 @@ static int static_on_request(struct conn *c, const struct request *req)
     rc = gateway_submit(server_gateway(srv), &j->job, GATEWAY_OPEN, cost, open_work,
                         open_after_work);
     if (rc < 0) {
-        budget_give(server_pump_env(srv)->budget, j->budgeted);
+        budget_give(server_pump_env(srv)->budget, conn_flow(c), j->budgeted);
         free(j);
         return 503;
     }

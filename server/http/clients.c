@@ -425,6 +425,11 @@ static const struct snap_def top_sent_def = {
             "second.",
     .merge = SNAP_OWN};
 
+static const struct snap_def top_memory_def = {
+    .key = "memory_held",
+    .metric = "unclog_top_client_memory_held_bytes",
+    .help = "Buffer memory (max_buffer_memory) the responses of the client at this rank hold now.",
+    .merge = SNAP_OWN};
 static const char *const refusal_names[CLIENTS_REFUSALS] = {"full", "top_client"};
 static const char *const eviction_names[CLIENTS_EVICTIONS] = {"max_connections", "fds"};
 /* [CLIENT_NONE] is never counted: an evicted connection was in a list. */
@@ -461,6 +466,12 @@ void clients_ran(struct clients *t, uint64_t id, uint64_t ns, uint64_t now_ms)
 void clients_sent(struct clients *t, uint64_t id, uint64_t bytes, uint64_t now_ms)
 {
     usage_now(t, bucket_of(id), now_ms)->sent[0] += bytes;
+}
+
+void clients_memory(struct clients *t, uint64_t id, size_t bytes, bool taken)
+{
+    uint64_t *m = &t->memory[bucket_of(id)];
+    *m = taken ? *m + bytes : *m - bytes;
 }
 
 /* What bucket B used in the last second at WINDOW (now_ms /
@@ -525,7 +536,7 @@ static unsigned top_of(const struct clients *t, uint64_t now_ms,
     }
     unsigned n = 0;
     for (uint32_t b = 0; b < CLIENTS_BUCKETS; b++) {
-        struct clients_row row = {.bucket = b, .conns = t->conns[b]};
+        struct clients_row row = {.bucket = b, .conns = t->conns[b], .memory = t->memory[b]};
         used(t, b, window, &row.pool_ns, &row.sent);
         if (row.conns == 0 && row.pool_ns == 0 && row.sent == 0)
             continue;
@@ -566,6 +577,7 @@ void clients_peer(const struct clients *t, uint64_t now_ms, struct clients_peer 
         r->evicted = cb->evicted;
         r->pool_ns = top[i].pool_ns;
         r->sent = top[i].sent;
+        r->memory = top[i].memory;
     }
 }
 
@@ -599,6 +611,7 @@ static void union_add(struct union_top *u, const struct clients_peer *p)
         to->evicted += r->evicted;
         to->pool_ns += r->pool_ns;
         to->sent += r->sent;
+        to->memory += r->memory;
     }
 }
 
@@ -651,6 +664,7 @@ static void top_stats(const struct clients *t, uint64_t now_ms, const struct cli
         snap_add(s, &top_pool_def, r->pool_ns / 1000);
         snap_add(s, &top_pool_share_def, top[i].pool_permille);
         snap_add(s, &top_sent_def, r->sent);
+        snap_add(s, &top_memory_def, r->memory);
         snap_add(s, &top_refused_def, r->refused);
         snap_add(s, &top_evicted_def, r->evicted);
         snap_close(s);

@@ -130,6 +130,7 @@ struct clients {
     uint64_t evicted_class[CLIENT_CLASSES];     /* the same evictions by the class they were in */
     uint32_t in_class[CLIENT_CLASSES];          /* connections in each class now */
     struct client_usage usage[CLIENTS_BUCKETS]; /* pool time and bytes, last second */
+    uint64_t memory[CLIENTS_BUCKETS];           /* bytes of the buffer budget held now */
     /* The clients holding a connection, in a max-heap by connections:
      * who gives way is its root. Owned, grown as needed, freed when empty. */
     struct client **heap;
@@ -180,12 +181,17 @@ void clients_ran(struct clients *t, uint64_t id, uint64_t ns, uint64_t now_ms);
 /* BYTES of a response body of client ID were handed to its socket at NOW_MS. */
 void clients_sent(struct clients *t, uint64_t id, uint64_t bytes, uint64_t now_ms);
 
+/* A response of client ID took (TAKEN) or gave back BYTES of the buffer
+ * budget (max_buffer_memory). */
+void clients_memory(struct clients *t, uint64_t id, size_t bytes, bool taken);
+
 /* A row of the top: a bucket, what it holds now and what it used in "the
  * last second": the window running at NOW_MS and the whole one before it,
  * so at least the last CLIENTS_WINDOW_MS and at most twice that. */
 struct clients_row {
     uint32_t bucket, conns;
     uint64_t pool_ns, sent;
+    uint64_t memory;        /* of the buffer budget, held now */
     uint32_t pool_permille; /* its share of every client's pool time then */
     uint32_t score_ppm;     /* its shares of pool time, bytes and connections, summed */
 };
@@ -210,7 +216,7 @@ struct clients_peer_row {
     char client[CLIENTS_TEXT_MAX];
     uint32_t conns, idle, refused, evicted;
     uint32_t addresses; /* distinct clients in its bucket */
-    uint64_t pool_ns, sent;
+    uint64_t pool_ns, sent, memory;
 };
 struct clients_peer {
     uint64_t all_pool_ns, all_sent, all_conns;
@@ -230,8 +236,9 @@ struct snapshot;
  * top_window_ms, how long
  * the last second's figures cover at NOW_MS (1000..1999: this window and
  * the one before); and top_clients, clients_top's rows ranked 1.. (the
- * client, its connections, idle ones, the addresses in its bucket, pool time in µs and share of the
- * pool in thousandths, body bytes sent, refusals and evictions).
+ * client, its connections, idle ones, the addresses in its bucket, pool
+ * time in µs and share of the pool in thousandths, body bytes sent, buffer
+ * memory held now, refusals and evictions).
  * With NPEERS other workers' tops (PEERS), the rows of every top are
  * summed by client and ranked again, each share of the sums of all. */
 void clients_stats(const struct clients *t, uint64_t now_ms, const struct clients_peer *peers,

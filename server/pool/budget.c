@@ -31,10 +31,29 @@ static struct budget_lane *lane_of(struct budget *b, size_t bytes)
     return is_small(bytes) ? &b->small : &b->big;
 }
 
-static struct budget_queue *bucket(struct budget_lane *lane, uint64_t flow)
+static size_t bucket_of(uint64_t flow)
 {
     uint64_t h = flow * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing */
-    return &lane->flows[(h >> 32) % BUDGET_FLOWS];
+    return (h >> 32) % BUDGET_FLOWS;
+}
+
+static struct budget_queue *bucket(struct budget_lane *lane, uint64_t flow)
+{
+    return &lane->flows[bucket_of(flow)];
+}
+
+/* Whether bucket I may take BYTES more: always while no other client
+ * waits, or while it holds nothing; else within its share, the budget over
+ * the clients holding or waiting (I among them). */
+static bool fair(const struct budget *b, size_t i, size_t bytes)
+{
+    if (b->waiting == b->flow_waiting[i] || b->flow_held[i] == 0)
+        return true;
+    size_t clients = 0;
+    for (size_t j = 0; j < BUDGET_FLOWS; j++)
+        clients += b->flow_held[j] > 0 || b->flow_waiting[j] > 0;
+    size_t share = b->max / clients;
+    return b->flow_held[i] <= share && bytes <= share - b->flow_held[i];
 }
 
 /* Whether BYTES fit now: within the budget, or its reserve for the small
@@ -45,8 +64,9 @@ static bool fits(const struct budget *b, size_t bytes)
     return b->held == 0 || (bytes <= limit && b->held <= limit - bytes);
 }
 
-static void hold(struct budget *b, size_t bytes)
+static void hold(struct budget *b, uint64_t flow, size_t bytes)
 {
+    b->flow_held[bucket_of(flow)] += bytes;
     b->held += bytes;
     if (b->held > b->peak)
         b->peak = b->held;
@@ -61,16 +81,45 @@ static struct budget_waiter *pop(struct budget_queue *q)
     return w;
 }
 
-/* The waiter whose turn it is in LANE, if it fits now. The turn stays on
- * its bucket until it is granted, so that nobody passes it. */
-static struct budget_waiter *lane_ready(struct budget *b, struct budget_lane *lane)
+/* The waiter whose turn it is in LANE: the first from the turn on whose
+ * client is within its share (fair), the turn moving on to it; if none is,
+ * the turn's own, unless FAIR_ONLY. The turn stays on its bucket until it
+ * is granted, so that nobody passes it but for the fair share. */
+static struct budget_waiter *lane_next(struct budget *b, struct budget_lane *lane, bool fair_only)
 {
     if (lane->waiting == 0)
         return NULL;
     while (lane->flows[lane->turn].head == NULL)
         lane->turn = (lane->turn + 1) % BUDGET_FLOWS;
-    struct budget_waiter *w = lane->flows[lane->turn].head;
-    return fits(b, w->bytes) ? w : NULL;
+    for (size_t k = 0; k < BUDGET_FLOWS; k++) {
+        size_t i = (lane->turn + k) % BUDGET_FLOWS;
+        struct budget_waiter *w = lane->flows[i].head;
+        if (w != NULL && fair(b, i, w->bytes)) {
+            lane->turn = (unsigned)i;
+            return w;
+        }
+    }
+    return fair_only ? NULL : lane->flows[lane->turn].head;
+}
+
+/* The lane whose next waiter goes now: the small lane's, else the big
+ * lane's, if it fits. A waiter within its share goes before any that is
+ * not, so the others are looked at only when no lane has one. */
+static struct budget_lane *lane_ready(struct budget *b)
+{
+    struct budget_lane *lanes[2] = {&b->small, &b->big};
+    for (int fair_only = 1; fair_only >= 0; fair_only--) {
+        bool seen = false;
+        for (int i = 0; i < 2; i++) {
+            struct budget_waiter *w = lane_next(b, lanes[i], fair_only);
+            if (w != NULL && fits(b, w->bytes))
+                return lanes[i];
+            seen |= w != NULL;
+        }
+        if (seen)
+            return NULL;
+    }
+    return NULL;
 }
 
 /* Grants the waiter whose turn it is in each lane while it fits, the small
@@ -79,17 +128,16 @@ static struct budget_waiter *lane_ready(struct budget *b, struct budget_lane *la
 static void grant(struct budget *b)
 {
     for (;;) {
-        struct budget_lane *lane = lane_ready(b, &b->small) ? &b->small
-                                   : lane_ready(b, &b->big) ? &b->big
-                                                            : NULL;
+        struct budget_lane *lane = lane_ready(b);
         if (lane == NULL)
             return;
         struct budget_waiter *w = pop(&lane->flows[lane->turn]);
         lane->turn = (lane->turn + 1) % BUDGET_FLOWS;
         lane->waiting--;
         b->waiting--;
+        b->flow_waiting[bucket_of(w->flow)]--;
         w->queued = false;
-        hold(b, w->bytes);
+        hold(b, w->flow, w->bytes);
         w->granted(w);
     }
 }
@@ -98,8 +146,8 @@ bool budget_take(struct budget *b, struct budget_waiter *w, size_t bytes,
                  void (*granted)(struct budget_waiter *w))
 {
     struct budget_lane *lane = lane_of(b, bytes);
-    if (lane->waiting == 0 && fits(b, bytes)) {
-        hold(b, bytes);
+    if (lane->waiting == 0 && fits(b, bytes) && fair(b, bucket_of(w->flow), bytes)) {
+        hold(b, w->flow, bytes);
         return true;
     }
     w->next = NULL;
@@ -111,22 +159,24 @@ bool budget_take(struct budget *b, struct budget_waiter *w, size_t bytes,
     q->tail = &w->next;
     lane->waiting++;
     b->waiting++;
+    b->flow_waiting[bucket_of(w->flow)]++;
     b->waits++;
     return false;
 }
 
-bool budget_try(struct budget *b, size_t bytes)
+bool budget_try(struct budget *b, uint64_t flow, size_t bytes)
 {
     /* Strictly within the budget: the lone big reservation and the small
      * lane's reserve are for what a response needs, not for extras. */
     if (b->waiting > 0 || bytes > b->max || b->held > b->max - bytes)
         return false;
-    hold(b, bytes);
+    hold(b, flow, bytes);
     return true;
 }
 
-void budget_give(struct budget *b, size_t bytes)
+void budget_give(struct budget *b, uint64_t flow, size_t bytes)
 {
+    b->flow_held[bucket_of(flow)] -= bytes;
     b->held -= bytes;
     grant(b);
 }
@@ -146,6 +196,7 @@ void budget_cancel(struct budget *b, struct budget_waiter *w)
     w->queued = false;
     lane->waiting--;
     b->waiting--;
+    b->flow_waiting[bucket_of(w->flow)]--;
     /* Whoever waited behind W may fit now. */
     grant(b);
 }

@@ -20,8 +20,14 @@
  * grants round robin across the buckets, one waiter per turn: a client with
  * many stalled responses cannot keep another's waiting for more than one
  * grant of its own. The waiter whose turn it is waits until it fits (no
- * other passes it), so every wait ends. Pure: no libuv, no clock; one per
- * server, on its loop. */
+ * other passes it), so every wait ends.
+ *
+ * While another client waits, no client takes beyond its fair share: the
+ * budget over the clients holding or waiting (buckets, as above). A take
+ * that would pass it waits, and the turn passes such a waiter by, unless
+ * the client holds nothing yet (a first reservation larger than a share
+ * must not starve) or every waiter is past its share (someone must go).
+ * Pure: no libuv, no clock; one per server, on its loop. */
 
 #define BUDGET_SMALL ((size_t)128 << 10)
 #define BUDGET_FLOWS 64
@@ -51,8 +57,11 @@ struct budget {
     size_t max, held, peak;
     struct budget_lane small, big; /* each round robin across clients */
     size_t waiting;                /* in the lanes now */
-    uint64_t waits;                /* reservations that had to wait */
-    uint64_t waited_ms;            /* their time in the queue (the caller adds it) */
+    /* by bucket of clients: what each holds and how many of it wait */
+    size_t flow_held[BUDGET_FLOWS];
+    size_t flow_waiting[BUDGET_FLOWS];
+    uint64_t waits;     /* reservations that had to wait */
+    uint64_t waited_ms; /* their time in the queue (the caller adds it) */
 };
 
 void budget_init(struct budget *b, size_t max);
@@ -65,12 +74,14 @@ void budget_init(struct budget *b, size_t max);
 bool budget_take(struct budget *b, struct budget_waiter *w, size_t bytes,
                  void (*granted)(struct budget_waiter *w));
 
-/* Takes BYTES only if they fit within the budget now and nobody waits (an
- * extra that helps but is not needed, like a second slot). Never queues. */
-bool budget_try(struct budget *b, size_t bytes);
+/* Takes BYTES for client FLOW only if they fit within the budget now and
+ * nobody waits (an extra that helps but is not needed, like a second
+ * slot). Never queues. */
+bool budget_try(struct budget *b, uint64_t flow, size_t bytes);
 
-/* Gives BYTES back, then grants the waiters that now fit. */
-void budget_give(struct budget *b, size_t bytes);
+/* Gives BYTES that client FLOW held back, then grants the waiters that now
+ * fit. */
+void budget_give(struct budget *b, uint64_t flow, size_t bytes);
 
 /* Takes a queued W out of its queue; nothing was taken for it. */
 void budget_cancel(struct budget *b, struct budget_waiter *w);

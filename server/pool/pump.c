@@ -47,6 +47,23 @@ void pump_free(struct pump *pump)
     pump->alloc = 0;
 }
 
+/* The response takes BYTES the budget has granted it: told to the env. */
+static void took(struct pump *pump, size_t bytes)
+{
+    pump->held += bytes;
+    if (pump->env->held != NULL)
+        pump->env->held(pump->env->sent_arg, pump->flow, bytes, true);
+}
+
+/* The response gives BYTES back to the budget, which may start others. */
+static void give(struct pump *pump, size_t bytes)
+{
+    pump->held -= bytes;
+    if (pump->env->held != NULL)
+        pump->env->held(pump->env->sent_arg, pump->flow, bytes, false);
+    budget_give(pump->env->budget, pump->flow, bytes);
+}
+
 /* Ends the response once nothing is in flight; FAILED responses report an error. */
 static void finish_if_idle(struct pump *pump)
 {
@@ -57,10 +74,8 @@ static void finish_if_idle(struct pump *pump)
     pump->src->ops->release(pump->src);
     pump->src = NULL;
     pump_free(pump);
-    size_t held = pump->held;
-    pump->held = 0;
     /* May start other responses that waited for this memory. */
-    budget_give(pump->env->budget, held);
+    give(pump, pump->held);
     pump->done(pump, pump->failed || !pump->eof ? UV_ECANCELED : 0);
 }
 
@@ -233,17 +248,17 @@ static struct pump_slot *free_slot(struct pump *pump)
     if (slot == NULL || slot->buf != NULL)
         return slot;
     bool first = s[0].buf == NULL && s[1].buf == NULL;
-    if (!first && !budget_try(pump->env->budget, pump->alloc))
+    if (!first && !budget_try(pump->env->budget, pump->flow, pump->alloc))
         return NULL;
+    if (!first)
+        took(pump, pump->alloc);
     slot->buf = malloc(pump->alloc);
     if (slot->buf == NULL) {
         if (!first)
-            budget_give(pump->env->budget, pump->alloc);
+            give(pump, pump->alloc);
         pump->failed = true;
         return NULL;
     }
-    if (!first)
-        pump->held += pump->alloc;
     return slot;
 }
 
@@ -293,6 +308,11 @@ static void fill_next(struct pump *pump)
     struct pump_source *src = pump->src;
     if (src->ops->ready != NULL && !src->ops->ready(src))
         return;
+    if (!pump->slot_held) {
+        if (!pump_reserve(pump, pump->alloc))
+            return;
+        pump->slot_held = true;
+    }
     struct pump_slot *slot = pump->gathering;
     if (slot == NULL) {
         slot = free_slot(pump);
@@ -326,7 +346,7 @@ static void on_granted(struct budget_waiter *w)
     uint64_t now = uv_now(pump->stream->loop);
     pump->env->budget->waited_ms += now - pump->wait_start;
     pump->waiting = false;
-    pump->held = w->bytes;
+    took(pump, w->bytes);
     fill_next(pump);
     finish_if_idle(pump);
 }
@@ -354,24 +374,48 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
     pump->sent = 0;
     pump->chunked = chunked;
     pump->eof = pump->failed = pump->stopping = false;
-    size_t need = src->held + pump->alloc;
+    pump->asked = 0;
+    pump->slot_held = !src->reserve_late;
     pump->wait.flow = pump->flow; /* waiters take turns by client */
-    if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
-        pump->waiting = true;
-        pump->wait_start = uv_now(pump->stream->loop);
-        return 0;
+    if (!src->reserve_late) {
+        size_t need = src->held + pump->alloc;
+        if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
+            pump->waiting = true;
+            pump->wait_start = uv_now(pump->stream->loop);
+            return 0;
+        }
+        took(pump, need);
     }
-    pump->held = need;
     fill_next(pump);
     if (pump->failed) {
         pump->src = NULL;
         src->ops->release(src);
         pump_free(pump);
-        budget_give(pump->env->budget, pump->held);
-        pump->held = 0;
+        give(pump, pump->held);
         return UV_ENOMEM;
     }
     return 0;
+}
+
+bool pump_reserve(struct pump *pump, size_t bytes)
+{
+    if (pump->waiting)
+        return false;
+    if (pump->asked > 0) {
+        /* What waited was granted: the caller asks for it again. */
+        bool same = pump->asked == bytes;
+        pump->asked = 0;
+        if (same)
+            return true;
+    }
+    if (budget_take(pump->env->budget, &pump->wait, bytes, on_granted)) {
+        took(pump, bytes);
+        return true;
+    }
+    pump->asked = bytes;
+    pump->waiting = true;
+    pump->wait_start = uv_now(pump->stream->loop);
+    return false;
 }
 
 void pump_kick(struct pump *pump)

@@ -37,7 +37,10 @@ struct snapshot;
  * The memory comes from the server's budget (server/pool/budget.h): a response
  * starts once its source's own buffers and one slot are reserved, and uses
  * a second slot only when the budget has room for it then. Slots are freed
- * when the response ends, so an idle connection holds none. */
+ * when the response ends, so an idle connection holds none. A source fed
+ * from elsewhere (a request body) *reserves late*: nothing as it starts; it
+ * asks for its buffers as its input arrives (pump_reserve), and its first
+ * slot is reserved as its first fill is about to start. */
 
 struct pump_source;
 
@@ -75,6 +78,10 @@ struct pump_source {
      * Its fills may then get a CAP smaller than what their piece makes:
      * they keep the rest of their input for the next fill. */
     bool commit_late;
+    /* Nothing is reserved as it starts (held is 0): ready asks pump_reserve
+     * for what the source needs as it needs it, and the first slot is
+     * reserved once ready first says yes. */
+    bool reserve_late;
 };
 
 /* The partition file reads are cut by: a size in bytes, CONFIG_WHOLE, or
@@ -168,7 +175,10 @@ struct pump_env {
     /* Told of each piece as it is written: its client (the pump's flow) and
      * its body bytes. NULL: nobody. */
     void (*sent)(void *arg, uint64_t flow, size_t bytes);
-    void *sent_arg;
+    /* Told whenever a response of client FLOW takes (TAKEN) or gives back
+     * BYTES of the budget. NULL: nobody. */
+    void (*held)(void *arg, uint64_t flow, size_t bytes, bool taken);
+    void *sent_arg;             /* the argument of both */
     struct pump_sender *sender; /* whose turn it is to write; NULL: every write goes at once */
 };
 
@@ -216,6 +226,8 @@ struct pump {
     struct pump_source *src; /* NULL when idle */
     struct pump_fill fill;
     struct pump_slot slots[2];
+    size_t asked;     /* a pump_reserve that waited: granted, not yet claimed */
+    bool slot_held;   /* the first slot's memory is held (reserve_late: from the first fill) */
     size_t alloc;     /* size of each slot's buffer in this response */
     size_t piece_max; /* the largest piece those slots hold */
     int filling;      /* slot being filled, or -1 */
@@ -252,6 +264,13 @@ bool pump_busy(const struct pump *pump);
 /* The source has input again (see pump_source_ops.ready): fill if a slot
  * is free. */
 void pump_kick(struct pump *pump);
+
+/* Loop thread, from the ready of a source that reserves late: BYTES more
+ * of the budget for the response, given back when it ends. True once they
+ * are held. Else the response waits its turn for them (no fill starts
+ * meanwhile), and ready is called again once they are granted: asking for
+ * the same BYTES again then claims them. */
+bool pump_reserve(struct pump *pump, size_t bytes);
 
 /* The connection is closing: cancel what can be cancelled; DONE runs once
  * the last fill and write are back. */

@@ -8,8 +8,9 @@
 # gzip -d.
 import os
 import subprocess
+import threading
 
-from harness import (SLOW, KiB, MiB, Conn, ProtocolError, Server, build_request, diag, exchange,
+from harness import (IO_TIMEOUT, SLOW, KiB, MiB, Conn, ProtocolError, Server, build_request, diag, exchange,
                      gunzip, in_parallel, is_, ok, poll, random_bytes, request, run, statuses,
                      text_bytes)
 
@@ -218,7 +219,48 @@ def test_classes():
                "(%d bulk, %d short)" % (desc, bulk, short))
 
 
+def test_partition_lowered():
+    """gzip_partition lowered by POST /settings while a chunked body streams
+    in and its answer streams out: the rest of the body goes in 4k slices,
+    each deflated with the body's window shut (the loop writes nothing a
+    running job reads: under ThreadSanitizer, no report), and the answer is
+    byte-exact."""
+    body = random_bytes(4 * MiB, 18)
+    head = build_request("POST", "/gzip", headers={"Transfer-Encoding": "chunked"})
+    step = 16 * KiB
+    pieces = [b"%x\r\n%s\r\n" % (step, body[i:i + step]) for i in range(0, len(body), step)]
+    half = len(pieces) // 4
+    with Server(args=["--admin", "on", "--gzip-partition", "64k", "--send-buffer", "4k"],
+                name="server for a live gzip_partition") as srv:
+        with Conn(srv.port, rcvbuf=16 * KiB) as conn:
+            changed = threading.Event()
+
+            def send():
+                conn.send(head + b"".join(pieces[:half]))
+                changed.wait(IO_TIMEOUT)
+                for piece in pieces[half:]:
+                    conn.send(piece)
+                conn.send(b"0\r\n\r\n")
+
+            sender = threading.Thread(target=send, daemon=True)
+            sender.start()
+            ok(poll(lambda: srv.stats()["jobs"]["gzip"]["completed"] >= 2),
+               "a chunked 4 MiB body is being deflated at 64k")
+            with Conn(srv.port) as c:
+                r = c.roundtrip("POST", "/settings", body=b"gzip_partition=4k",
+                                headers={"Content-Type": "application/x-www-form-urlencoded"})
+            is_(r.status, 200, "POST /settings gzip_partition=4k mid-body")
+            before = srv.stats()["jobs"]["gzip"]["completed"]
+            changed.set()
+            resp = conn.read_response()
+            sender.join()
+        check_answer(resp, body, "gzip_partition lowered mid-body")
+        jobs = srv.stats()["jobs"]["gzip"]["completed"] - before
+        ok(jobs >= 3 * MiB // (4 * KiB), "the body's last 3 MiB took 4k slices: %d jobs" % jobs)
+
+
 def main():
+    test_partition_lowered()
     for partition in ("4k", "64k", "whole"):
         check_partition(partition)
     test_classes()

@@ -6,7 +6,7 @@
 # Closing the stalled clients releases their connections, jobs and fds.
 import time
 
-from harness import ASAN, SLOW, KiB, MiB, Conn, Server, diag, is_, ok, poll, run
+from harness import SANITIZED, SLOW, KiB, MiB, Conn, Server, diag, is_, ok, poll, run
 
 HUGE = 1024 * MiB
 RSS_LIMIT_KIB = 64 * 1024
@@ -67,7 +67,7 @@ def test_stalled(srv):
         time.sleep(0.35)
     diag("RSS baseline %d KiB, while stalled %s KiB; fds %d -> %d"
          % (base_rss, samples, base_fds, srv.fd_count()))
-    if ASAN:
+    if SANITIZED:
         grew = max(samples) - base_rss
         ok(grew < RSS_LIMIT_KIB, "RSS grows by less than 64 MiB while stalled (sanitizer build)",
            "grew by %d KiB" % grew)

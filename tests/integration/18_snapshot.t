@@ -77,6 +77,8 @@ RULES = [
     ("connections.top_clients.*.pool_permille",
      lambda k: num("unclog_top_client_pool_ratio", MS, rank=k)),
     ("connections.top_clients.*.bytes", lambda k: num("unclog_top_client_sent_bytes", rank=k)),
+    ("connections.top_clients.*.memory_held",
+     lambda k: num("unclog_top_client_memory_held_bytes", rank=k)),
     ("connections.top_clients.*.refused",
      lambda k: num("unclog_top_client_refused_connections", rank=k)),
     ("connections.top_clients.*.evicted",

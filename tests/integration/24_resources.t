@@ -11,8 +11,8 @@ import socket
 import threading
 import time
 
-from harness import (ASAN, SLOW, KiB, MiB, Conn, Server, build_request, diag, is_, ok, poll, run,
-                     statuses)
+from harness import (ASAN, SANITIZED, SLOW, KiB, MiB, Conn, Server, build_request, diag, is_, ok,
+                     poll, run, statuses)
 
 BIG = 16 * MiB
 IDLE = 1000
@@ -25,7 +25,7 @@ CONF = {"max_connections": 2000, "send_timeout": "1s", "header_timeout": "20s",
 # Near the baseline: the few fds libuv opens on demand; RSS within what the
 # allocator may keep cached (ASan keeps freed memory in quarantine a while).
 FD_SLACK = 4
-RSS_SLACK_KIB = (64 if ASAN else 4) * 1024
+RSS_SLACK_KIB = (64 if SANITIZED else 4) * 1024
 
 
 class Prober(threading.Thread):

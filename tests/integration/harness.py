@@ -50,8 +50,15 @@ ASAN = os.environ.get("UNCLOG_ASAN", "") not in ("", "0")
 # so a test between two clients never finds them sharing one by chance.
 os.environ.setdefault("UNCLOG_CLIENT_KEY", "0000756e636c6f672d74657374730000")
 
-# Sanitizer builds run about three times slower: every guard scales with this.
-SLOW = 3 if ASAN else 1
+# The ThreadSanitizer build (make test-tsan): a report fails the server's
+# stop check as ASan's do (SANITIZER_MARKERS), and TSan's exit status 66.
+TSAN = os.environ.get("UNCLOG_TSAN", "") not in ("", "0")
+# Either build: its shadow memory and allocator make RSS mean little.
+SANITIZED = ASAN or TSAN
+
+# Sanitizer builds run about three times slower (TSan five): every guard
+# scales with this.
+SLOW = 5 if TSAN else 3 if ASAN else 1
 IO_TIMEOUT = 10 * SLOW  # seconds, any single socket operation
 START_TIMEOUT = 10 * SLOW  # seconds until the startup line appears
 STOP_TIMEOUT = 15  # seconds between the signal and the exit (times SLOW)

@@ -1,7 +1,7 @@
 /* The buffer budget: fits, first come first served within a client, round
  * robin across clients, cancel, the lone big reservation, the small lane and
  * its reserve, a reload. */
-#include "server/pool/budget.h"
+#include "../../server/pool/budget.c"
 #include "tests/tap.h"
 
 #define M ((size_t)1 << 20)
@@ -17,6 +17,13 @@ static void on_granted(struct budget_waiter *w)
     order[granted_n++] = w->bytes;
 }
 
+/* Gives back what grants FROM..TO-1 took, each for its client. */
+static void give_granted(struct budget *b, int from, int to)
+{
+    for (int i = from; i < to; i++)
+        budget_give(b, order_flow[i], order[i]);
+}
+
 static void test_fifo(void)
 {
     struct budget b;
@@ -26,18 +33,18 @@ static void test_fifo(void)
     ok(budget_take(&b, &w1, 60 * M, on_granted), "60 of 100: taken now");
     ok(!budget_take(&b, &w2, 50 * M, on_granted), "50 more does not fit: waits");
     ok(!budget_take(&b, &w3, 10 * M, on_granted), "10 fits, but someone waits: waits too");
-    ok(!budget_try(&b, 10 * M), "an extra is refused while someone waits");
+    ok(!budget_try(&b, 1, 10 * M), "an extra is refused while someone waits");
     is_int(b.waiting, 2, "two waiting");
-    budget_give(&b, 60 * M);
+    budget_give(&b, 1, 60 * M);
     is_int(granted_n, 2, "the 60 back: both granted");
     is_int(order[0], 50 * M, "in arrival order");
     is_int(order[1], 10 * M, "then the second");
     is_int(b.held, 60 * M, "50 + 10 held");
     is_int(b.peak, 60 * M, "peak is 60");
     is_int(b.waits, 2, "two waits counted");
-    ok(budget_try(&b, 40 * M), "an extra that fits with nobody waiting");
-    ok(!budget_try(&b, 1), "and none beyond the budget");
-    budget_give(&b, 100 * M);
+    ok(budget_try(&b, 1, 40 * M), "an extra that fits with nobody waiting");
+    ok(!budget_try(&b, 1, 1), "and none beyond the budget");
+    budget_give(&b, 1, 100 * M);
     is_int(b.held, 0, "all given back");
 }
 
@@ -55,13 +62,13 @@ static void test_cancel_and_big(void)
     is_int(order[0], 20 * M, "the 20");
     is_int(b.waiting, 0, "nobody waits");
     ok(!budget_take(&b, &w2, 500 * M, on_granted), "500 again: waits");
-    budget_give(&b, 30 * M);
+    budget_give(&b, 1, 30 * M);
     is_int(granted_n, 1, "20 still held: the 500 waits");
-    budget_give(&b, 20 * M);
+    budget_give(&b, 1, 20 * M);
     is_int(granted_n, 2, "empty: the 500 runs alone");
     is_int(b.held, 500 * M, "held beyond the budget, alone");
-    ok(!budget_try(&b, 1), "nothing else meanwhile");
-    budget_give(&b, 500 * M);
+    ok(!budget_try(&b, 1, 1), "nothing else meanwhile");
+    budget_give(&b, 1, 500 * M);
 }
 
 static void test_small_lane(void)
@@ -76,13 +83,15 @@ static void test_small_lane(void)
     ok(budget_take(&b, &s[1], 64 * K, on_granted), "nor a second: the reserve is max/8");
     ok(!budget_take(&b, &s[2], 64 * K, on_granted), "the reserve spent, a third small one waits");
     is_int(b.held, 1 * M + 128 * K, "held: the budget and its reserve, no more");
-    budget_give(&b, 64 * K);
+    budget_give(&b, 2, 64 * K);
     is_int(granted_n, 1, "a small one back: the small one waiting goes first");
     is_int(order[0], 64 * K, "the small one");
-    budget_give(&b, 1 * M);
+    budget_give(&b, 1, 1 * M);
     is_int(granted_n, 2, "the big one back: the waiting big one starts");
     is_int(order[1], 512 * K, "the 512k");
-    budget_give(&b, 640 * K);
+    budget_give(&b, 1, 512 * K);
+    budget_give(&b, 0, 128 * K);
+    is_int(b.held, 0, "all given back");
 }
 
 static void test_set_max(void)
@@ -97,7 +106,7 @@ static void test_set_max(void)
     is_int(granted_n, 1, "a larger budget grants the waiter");
     budget_set_max(&b, 50 * M);
     is_int(b.held, 160 * M, "a smaller one takes nothing back");
-    ok(!budget_try(&b, 1), "but lets nothing more in");
+    ok(!budget_try(&b, 1, 1), "but lets nothing more in");
 }
 
 /* Client MANY has eight responses waiting for the budget, client ONE then
@@ -116,7 +125,7 @@ static void test_clients(size_t each, const char *lane, uint64_t many, uint64_t 
         w[i] = (struct budget_waiter){.flow = i < 8 ? many : one};
         ok(!budget_take(&b, &w[i], each, on_granted), "the others wait");
     }
-    budget_give(&b, 10 * each);
+    budget_give(&b, 9, 10 * each);
     int at = -1;
     for (int i = 0; i < granted_n; i++) {
         if (order_flow[i] == one)
@@ -126,9 +135,10 @@ static void test_clients(size_t each, const char *lane, uint64_t many, uint64_t 
              (int)one);
     ok(at == 0 || at == 1, desc);
     ok(granted_n >= 8, "as many as fit are granted at once");
-    budget_give(&b, (size_t)granted_n * each);
+    int given = granted_n;
+    give_granted(&b, 0, given);
     is_int(granted_n, 9, "then the rest");
-    budget_give(&b, b.held);
+    give_granted(&b, given, granted_n);
     is_int(b.held, 0, "all given back");
     is_int(b.waiting, 0, "nobody waits");
 }
@@ -150,14 +160,41 @@ static void test_turn_kept(uint64_t one, uint64_t two)
         budget_set_max(&b, 100 * M); /* looks at the waiters again */
     }
     ok(granted_n <= 1, "while client 1 waits, client 2 is granted once at most");
-    budget_give(&b, 60 * M);
+    budget_give(&b, 3, 60 * M);
     ok(order[0] == 50 * M || order[1] == 50 * M, "client 1's turn once the 60 is back");
-    while (b.held > 0)
-        budget_give(&b, 10 * M);
+    for (int i = 0; i < granted_n; i++) /* each give may grant more */
+        give_granted(&b, i, i + 1);
+}
+
+/* While client 2 waits, client 1 takes no more than its fair share (the
+ * budget over the clients holding or waiting), even what the small lane's
+ * reserve has room for; client 2 goes first once memory is back, and
+ * client 1 takes what fits once nobody else waits. */
+static void test_fair_share(void)
+{
+    struct budget b;
+    struct budget_waiter a1 = {.flow = 1}, a2 = {.flow = 1}, a3 = {.flow = 1}, v = {.flow = 2};
+    budget_init(&b, 2 * M);
+    granted_n = 0;
+    ok(budget_take(&b, &a1, 1 * M, on_granted), "client 1 takes 1M");
+    ok(budget_take(&b, &a2, 1 * M, on_granted), "and 1M more: nobody waits");
+    ok(!budget_take(&b, &v, 1 * M, on_granted), "client 2's 1M waits");
+    ok(!budget_take(&b, &a3, 64 * K, on_granted),
+       "client 1, past its share while client 2 waits: its 64k waits, reserve or not");
+    is_int(b.flow_held[bucket_of(1)], 2 * M, "client 1 holds 2M");
+    budget_give(&b, 1, 1 * M);
+    is_int(granted_n, 2, "1M back: both granted");
+    is_int(order_flow[0], 2, "client 2 first, though client 1's 64k is in the small lane");
+    is_int(order[1], 64 * K, "then client 1's 64k, nobody else waiting");
+    budget_give(&b, 2, 1 * M);
+    budget_give(&b, 1, 1 * M + 64 * K);
+    is_int(b.held, 0, "all given back");
+    is_int(b.flow_held[bucket_of(1)] + b.flow_held[bucket_of(2)], 0, "by each client too");
 }
 
 int main(void)
 {
+    test_fair_share();
     test_fifo();
     test_cancel_and_big();
     test_small_lane();
