@@ -122,7 +122,7 @@ ATTACK_FIGURES = ATTACK_FIELDS[5:-1]  # the columns that have medians
 def configs(session):
     """unclog's defaults, its fifo 64k "damage" row, and the mode's peers."""
     s = session.settings
-    rows = [unclog("auto", scheduler="fair", cache=True),  # the defaults (access log off)
+    rows = [unclog("auto", scheduler="fair", cache=True, loop=True),  # the defaults (access log off)
             unclog("64k", cache=True)]  # scheduler fifo, partition 64k, the seed's send buffer
     return rows + attack_peers(session.warnings, s["attack_peers"])
 

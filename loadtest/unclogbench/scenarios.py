@@ -39,7 +39,7 @@ MODES = {
 
 # make bench: (title, path, metric, config A, config B); the ratio is A ÷ B. The
 # workers row pins nothing: on CPU 0 a second worker has no core of its own.
-CACHED = unclog("64k", cache=True)  # unclog's fixed-size baseline, cache on as by default
+CACHED = unclog("64k", cache=True, loop=True)  # fixed-size baseline; cache, loop reads on as by default
 AUTO = unclog("auto", scheduler="fair")  # unclog's defaults, cache off
 NGINX = Config("nginx", "sendfile")
 BENCH = [
@@ -47,6 +47,10 @@ BENCH = [
      CACHED, NGINX),
     ("1 KiB, wrk -c10, req/s: every read through the pool", "/1k.bin", "req_s",
      unclog("64k"), NGINX),
+    ("1 KiB, wrk -c10, req/s: file cache off, reads on the loop (loop_reads, the default)",
+     "/1k.bin", "req_s", unclog("64k", loop=True), NGINX),
+    ("1 KiB, wrk -c10, req/s: file cache off, reads on the loop, vs h2o", "/1k.bin", "req_s",
+     unclog("64k", loop=True), Config("h2o", "defaults")),
     ("16 MiB, wrk -c10, MB/s: whole vs sendfile", "/16m.bin", "mb_s", unclog("whole"), NGINX),
     ("16 MiB, wrk -c10, MB/s: 64k vs aio 2x64k", "/16m.bin", "mb_s",
      unclog("64k"), Config("nginx", "aio 2x64k")),

@@ -38,6 +38,7 @@ class Config:
     setting: str  # unclog: partition (= gzip_partition); nginx: variant; node: script;
     # lighttpd, h2o: "defaults"
     cache: bool = False  # unclog's small-file cache (off: every read meets the pool)
+    loop: bool = False  # unclog's loop_reads (off: every read meets the pool, as in the seed)
     workers: int = 1
     pinned: bool = True  # server on CPU 0 and its load on CPU 1 (when there are two)
     scheduler: str = "fifo"  # unclog: the order of pool jobs (fifo: libuv's own)
@@ -48,6 +49,7 @@ class Config:
         """The name in tables and CSVs: "unclog 64k", "unclog auto fair", "nginx sendfile"."""
         label = f"{self.server} {self.setting}" + (" fair" if self.scheduler == "fair" else "")
         label += " +cache" if self.cache else ""
+        label += " +loop" if self.loop else ""
         label += "".join(" " + f for f in self.flags)
         if self.workers != 1 or not self.pinned:
             label += f" workers {self.workers}" + ("" if self.pinned else " (not pinned)")
@@ -63,7 +65,8 @@ class Config:
         rest = rest[:rest.index(" --")] if flags else rest
         words = rest.split()
         workers = int(words[words.index("workers") + 1]) if "workers" in words else 1
-        return cls(server, words[0], cache="+cache" in words, workers=workers,
+        return cls(server, words[0], cache="+cache" in words, loop="+loop" in words,
+                   workers=workers,
                    pinned="(not pinned)" not in rest,
                    scheduler="fair" if "fair" in words else "fifo", flags=flags)
 
@@ -164,7 +167,8 @@ class Server:
                "--access-log", "off",
                # fifo rows are the seed's server: the kernel's own send buffer.
                *(("--send-buffer", "off") if c.scheduler == "fifo" else ()), *c.flags,
-               "--file-cache", "on" if c.cache else "off"]
+               "--file-cache", "on" if c.cache else "off",
+               "--loop-reads", "on" if c.loop else "off"]
         return cmd, None, self.logpath, None
 
     def _nginx(self, tag):
