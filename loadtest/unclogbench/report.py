@@ -205,15 +205,38 @@ def attacker_rate(m, attack):
     return m and m[key]
 
 
+def baselines(rows, attacks):
+    """{(config, victim): (median, n)}: each configuration's victim alone, pooled over
+    every round of every attack with that victim (one round's alone phase is a few
+    seconds: a noisy machine moves it several times over)."""
+    victim_of = {a.name: a.victim for a in attacks}
+    pooled = {}
+    for row in rows:
+        victim = victim_of.get(row["attack"])
+        if row["phase"] != "alone" or victim is None:
+            continue
+        key = "victim_mb_s" if victim in MB_S_VICTIMS else "victim_p99_ms"
+        ok = victim in MB_S_VICTIMS or float(row.get("victim_ok") or 0) > 0
+        if ok and row.get(key) not in (None, ""):
+            pooled.setdefault((row["config"], victim), []).append(float(row[key]))
+    return {k: (statistics.median(v), len(v)) for k, v in pooled.items()}
+
+
 def attack_table(rows, attacks, victims, figures):
-    """One line per attack and configuration: the victim alone and attacked, the attacker."""
+    """One line per attack and configuration: the victim attacked (the figure that
+    counts), its baseline alone, their ratio, the failures, the attacker."""
     s, configs, out = attack_summary(rows, figures), configs_of(rows), []
+    base_of = baselines(rows, attacks)
     fifo = [c for c in configs if c.server == "unclog" and c.scheduler == "fifo"]
     for attack in attacks:
         if not any(name == attack.name for _, name, _ in s):
             continue  # left out with --attacks
         bulk = attack.victim in MB_S_VICTIMS
         base = fifo and attacker_rate(s.get((fifo[0], attack.name, "attacked")), attack)
+        # Baselines of the configurations that differ more than 2×: their ratios
+        # do not compare, their attacked figures do.
+        own = [base_of[(c, attack.victim)][0] for c in configs if (c, attack.victim) in base_of]
+        apart = len(own) > 1 and min(own) > 0 and max(own) / min(own) > 2
         for i, config in enumerate(configs):
             alone, under = (s.get((config, attack.name, ph)) for ph in ("alone", "attacked"))
             # the attack and the victim's figure once, on the group's first line
@@ -223,16 +246,19 @@ def attack_table(rows, attacks, victims, figures):
                 out.append(what + ["–"] * 4 + [f"no /gzip on {config.server}"
                                                if attack.gzip else "not run", "–"])
                 continue
-            a, u = victim_value(alone, bulk), victim_value(under, bulk)
+            a, n = base_of.get((config, attack.victim), (None, 0))
+            u = victim_value(under, bulk)
             r = ratio(u, a)
             share = "–" if r is None else fmt(r * 100, 0) + " %" if bulk else fmt(r, 1) + "×"
             digits = 0 if bulk else "auto"
-            out.append(what + [fmt(a, digits) if a is not None else "all failed",
-                               fmt(u, digits) if u is not None else "all failed", share,
+            alone_cell = (f"{fmt(a, digits)} ({n})" + (" †" if apart else "")
+                          if a is not None else "all failed")
+            out.append(what + [f"**{fmt(u, digits)}**" if u is not None else "all failed",
+                               alone_cell, share,
                                f"{failed_cell(alone, bulk)} · {failed_cell(under, bulk)}",
                                attacker_cell(under, attack),
                                fmt(ratio(attacker_rate(under, attack), base), 2)])
-    return table(["attack", "victim's figure", "config", "alone", "attacked",
+    return table(["attack", "victim's figure", "config", "attacked", "alone (phases)",
                   "attacked ÷ alone", "victim failed: alone · attacked", "attacker",
                   "attacker ÷ fifo"], out)
 
@@ -245,7 +271,12 @@ def attacks_section(rows, attacks, victims, figures, rounds, seconds, plots):
              f"lead, the victim again; {seconds:g} s of victim per phase, medians over "
              f"{rounds} round(s). Latency runs from the scheduled send time; a request that "
              "failed (503, reset, refused connection, timeout) is counted in the failed "
-             "column (summed over rounds), not in the p99. attacked ÷ alone is the victim's "
+             "column (summed over rounds), not in the p99. **attacked** is the figure that "
+             "counts: the victim's p99 (or MB/s) under the attack, the median of its rounds. "
+             "alone is the configuration's baseline, the median of every alone phase with "
+             "that victim over every round and attack (how many, in brackets); † marks a "
+             "group whose configurations' baselines differ more than 2×: there compare the "
+             "attacked column, not the ratios. attacked ÷ alone is the victim's "
              "p99 inflation, or for bulk the share of its MB/s it keeps (the paced victim: "
              "of the MB/s it asks for, counting only bytes that came within its schedule); attacker ÷ fifo is "
              "the attacker's rate against its rate on the `unclog 64k +cache` row "
