@@ -8,19 +8,20 @@
 height = 450 * ((words(titles) + 1) / 2)
 load "common.gp"
 set multiplot layout (words(titles) + 1) / 2, 2 title "The victim alone and while another client attacks"
-set xtics rotate by -30 font ",11"
-set offsets 0.5, 0.5, 0, 0
-set key outside bottom center horizontal font ",11"
+set xtics rotate by -30 font ",14"
+# A margin above and below, so that no point sits on the frame.
+set offsets 0.5, 0.5, graph 0.08, graph 0.08
+set key outside bottom center horizontal font ",14"
 do for [i=1:words(titles)] {
     set title word(titles, i)
     if (strstrt(" " . bulk . " ", sprintf(" %d ", i)) > 0) {
         unset logscale y
         set yrange [0:*]
-        set ylabel "victim MB/s"
+        set ylabel "victim MB/s (more is better)"
     } else {
         set logscale y
         set yrange [*:*]
-        set ylabel "victim p99 ms (log)"
+        set ylabel "victim p99 ms (log; lower is better)"
     }
     plot dat index (i - 1) using 0:2:(0):($3 - $2) with vectors nohead lw 2 lc rgb "#bbbbbb" notitle, \
          dat index (i - 1) using 0:2:xtic(1) with points pt 6 ps 1.6 lw 2 lc rgb "#4477aa" title "alone", \

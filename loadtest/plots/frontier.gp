@@ -6,11 +6,16 @@
 height = 700
 load "common.gp"
 set title "Throughput against small-request latency (warm flood)"
-set xlabel "flood MB/s"
-set ylabel "probe p99 ms (worse of GET and gzip; log)"
+set xlabel "flood MB/s (more is better)"
+set ylabel "probe p99 ms (worse of GET and gzip; log; lower is better)"
 set logscale y
 set xrange [0:*]
-set offsets graph 0, graph 0.05, graph 0.05, graph 0.05
+# The axes fit the points (a log axis would otherwise grow to whole decades
+# beyond them), with a margin for their labels.
+set autoscale yfix
+set offsets graph 0, graph 0.08, graph 0.12, graph 0.08
+set key below horizontal maxcols 3
+set label 1 "better ↘" at graph 0.98, graph 0.05 right font ",18" tc rgb "#228833"
 plot dat using 1:($3 == 0 ? $2 : 1/0) with points pt 7 ps 1.5 lc rgb "#4477aa" title "unclog fifo (partition sweep)", \
      dat using 1:($3 == 1 ? $2 : 1/0) with points pt 9 ps 2.0 lc rgb "#ee6677" title "unclog fair", \
      dat using 1:($3 == 2 ? $2 : 1/0) with points pt 5 ps 1.5 lc rgb "#228833" title "peers (nginx, Node.js)", \
