@@ -21,6 +21,8 @@ static const struct config_choice log_levels[] = {
     {"error", LOG_ERROR}, {"warn", LOG_WARN}, {"info", LOG_INFO}, {"debug", LOG_DEBUG}, {NULL, 0},
 };
 
+static const struct config_choice proxy_off[] = {{"off", 0}, {NULL, 0}};
+
 static const struct config_key core_keys[] = {
     {"listen", CONFIG_ADDR, CONFIG_FIELD(struct config, listen), 0, 0, "127.0.0.1:8080",
      "ADDR:PORT",
@@ -76,6 +78,12 @@ static const struct config_key core_keys[] = {
      "leading bits of an address that make one client, IPv4's then IPv6's (::ffff:a.b.c.d counts "
      "as IPv4): whose connections and pool work are shared as one",
      CONFIG_RELOAD, NULL},
+    {"proxy_protocol_from", CONFIG_ADDRS, CONFIG_FIELD(struct config, proxy_protocol_from), 0, 0,
+     "off", "off|PREFIX[,PREFIX...]",
+     "load balancers whose connections must begin with a PROXY protocol header (v1 or v2), "
+     "which names the client: its address is the client's everywhere (connections, pool, "
+     "log, /stats, /settings); a PROXY header from any other peer is refused",
+     CONFIG_RELOAD, proxy_off},
     {"max_url", CONFIG_SIZE, CONFIG_FIELD(struct config, max_url), 256, 1ULL << 20, "8k", "SIZE",
      "longest request-target (414 beyond)", CONFIG_RELOAD, NULL},
     {"max_header_size", CONFIG_SIZE, CONFIG_FIELD(struct config, max_header_size), 1024, 1ULL << 20,

@@ -199,6 +199,38 @@ static const struct snap_def conn_max = {
             "most gives way.",
     .merge = SNAP_SAME};
 
+static const struct snap_def proxy_clients_def = {
+    .key = "clients",
+    .metric = "unclog_proxy_headers_clients_total",
+    .kind = SNAP_COUNTER,
+    .help = "PROXY headers from a balancer under proxy_protocol_from that named a client."};
+static const struct snap_def proxy_local_def = {
+    .key = "local",
+    .metric = "unclog_proxy_headers_local_total",
+    .kind = SNAP_COUNTER,
+    .help = "PROXY headers that named the balancer itself (LOCAL: health checks; UNKNOWN)."};
+static const struct snap_def proxy_refused_def = {
+    .metric = "unclog_proxy_refused_total",
+    .kind = SNAP_COUNTER,
+    .name_label = "reason",
+    .help = "Connections closed for the PROXY protocol: malformed (a balancer's connection not "
+            "beginning with a valid header), truncated (cut short or timed out within it), "
+            "unlisted (a header from a peer not under proxy_protocol_from)."};
+
+/* The PROXY protocol's headers and refusals (conn_env.proxy). */
+static void proxy_stats(const struct server *srv, struct snapshot *s)
+{
+    snap_open(s, "proxy_protocol", NULL);
+    snap_add(s, &proxy_clients_def, srv->conn_env.proxy.clients);
+    snap_add(s, &proxy_local_def, srv->conn_env.proxy.local);
+    snap_open(s, "refused", NULL);
+    snap_add_named(s, &proxy_refused_def, "malformed", srv->conn_env.proxy.malformed);
+    snap_add_named(s, &proxy_refused_def, "truncated", srv->conn_env.proxy.truncated);
+    snap_add_named(s, &proxy_refused_def, "unlisted", srv->conn_env.proxy.unlisted);
+    snap_close(s);
+    snap_close(s);
+}
+
 static void connections_stats(const struct server *srv, const struct clients_peer *peers,
                               unsigned npeers, struct snapshot *s)
 {
@@ -207,6 +239,7 @@ static void connections_stats(const struct server *srv, const struct clients_pee
     snap_add(s, &conn_accepted, srv->accepted);
     snap_add(s, &conn_max, srv->cfg->max_connections);
     clients_stats(&srv->clients, uv_now(srv->loop), peers, npeers, s);
+    proxy_stats(srv, s);
     snap_close(s);
 }
 

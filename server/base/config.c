@@ -178,12 +178,19 @@ static int parse_ms(const char *text, size_t *ms)
     return 0;
 }
 
-/* "loopback", or up to CONFIG_ADDRS_MAX address prefixes separated by
- * commas (spaces around each allowed): "192.0.2.0/24,2001:db8::7". */
-static int set_addrs(struct config_addrs *a, const char *text, char err[CONFIG_ERR_MAX])
+/* The word K's empty list is spelled with: its one choice, else "loopback". */
+static const char *addrs_none(const struct config_key *k)
+{
+    return k->choices != NULL ? k->choices[0].name : "loopback";
+}
+
+/* NONE (no prefix), or up to CONFIG_ADDRS_MAX address prefixes separated
+ * by commas (spaces around each allowed): "192.0.2.0/24,2001:db8::7". */
+static int set_addrs(struct config_addrs *a, const char *text, const char *none,
+                     char err[CONFIG_ERR_MAX])
 {
     struct config_addrs out = {0};
-    if (strcmp(text, "loopback") == 0) {
+    if (strcmp(text, none) == 0) {
         *a = out;
         return 0;
     }
@@ -199,8 +206,8 @@ static int set_addrs(struct config_addrs *a, const char *text, char err[CONFIG_E
         if (addr_prefix_parse(item, (size_t)(end - item), &out.prefix[out.n++]) != 0) {
             fail(err,
                  "'%.*s' is not an address or ADDRESS/LENGTH (no bits set past the length), "
-                 "nor loopback",
-                 (int)(end - item), item);
+                 "nor %s",
+                 (int)(end - item), item, none);
             return -1;
         }
         p += len;
@@ -211,11 +218,11 @@ static int set_addrs(struct config_addrs *a, const char *text, char err[CONFIG_E
     return 0;
 }
 
-static void get_addrs(const struct config_addrs *a, char *buf, size_t len)
+static void get_addrs(const struct config_addrs *a, const char *none, char *buf, size_t len)
 {
     struct buf b;
     buf_init_fixed(&b, buf, len);
-    buf_printf(&b, "%s", a->n == 0 ? "loopback" : "");
+    buf_printf(&b, "%s", a->n == 0 ? none : "");
     for (unsigned i = 0; i < a->n; i++) {
         char text[64];
         addr_prefix_format(&a->prefix[i], text, sizeof text);
@@ -351,7 +358,7 @@ static int set_field(char *field, const struct config_key *k, const char *text,
     case CONFIG_PREFIX:
         return set_prefix(k, (struct config_prefix *)(void *)field, text, err);
     case CONFIG_ADDRS:
-        return set_addrs((struct config_addrs *)(void *)field, text, err);
+        return set_addrs((struct config_addrs *)(void *)field, text, addrs_none(k), err);
     case CONFIG_CHOICE:
         for (const struct config_choice *ch = k->choices; ch->name != NULL; ch++) {
             if (strcmp(ch->name, text) == 0) {
@@ -454,7 +461,7 @@ int config_get(const struct config *cfg, const char *key, char *buf, size_t len)
         break;
     }
     case CONFIG_ADDRS:
-        get_addrs((const struct config_addrs *)(const void *)field, buf, len);
+        get_addrs((const struct config_addrs *)(const void *)field, addrs_none(k), buf, len);
         break;
     case CONFIG_MS:
         snprintf(buf, len, "%ums", u);

@@ -37,7 +37,9 @@ struct config_prefix {
 };
 
 /* CONFIG_ADDRS: address prefixes whose clients may do something besides
- * loopback clients, who always may. "loopback": none besides. */
+ * loopback clients, who always may. "loopback": none besides (a key may
+ * name its empty list otherwise: its one choice, as proxy_protocol_from's
+ * "off"). */
 #define CONFIG_ADDRS_MAX 8
 struct config_addrs {
     unsigned n;
@@ -85,7 +87,8 @@ struct config_key {
     const char *arg;      /* placeholder in --help */
     const char *help;
     enum config_when when;
-    const struct config_choice *choices; /* CONFIG_CHOICE: ends with {NULL, 0} */
+    /* CONFIG_CHOICE: ends with {NULL, 0}; CONFIG_ADDRS: the word for no prefix */
+    const struct config_choice *choices;
 };
 
 /* A row of a table: FIELD(struct s, f) gives the offset and size of f. */
@@ -155,6 +158,8 @@ struct config {
     size_t max_buffer_memory;   /* the budget of server/pool/budget.h, per worker */
     /* The leading bits of an address that make one client. */
     struct config_prefix client_prefix;
+    /* The load balancers whose connections begin with a PROXY header. */
+    struct config_addrs proxy_protocol_from;
     _Alignas(max_align_t) unsigned char blocks[CONFIG_BLOCKS_SIZE];
 };
 

@@ -21,6 +21,7 @@ static void resume(struct conn *c);
 static void turn_leave(struct conn *c);
 static void turns_on_idle(uv_idle_t *idle);
 static void drop_stream(struct conn *c);
+static void name_client(struct conn *c, const struct sockaddr *sa, struct addr_prefix *client);
 
 /* ---- small accessors ------------------------------------------------------ */
 
@@ -391,7 +392,10 @@ static void time_out(struct conn *c)
 {
     switch (c->state) {
     case CONN_NEW:
-        log_debug("timeout %s: request never came", c->peer);
+        if (c->proxy_wait && c->proxy_len > 0)
+            c->env->proxy.truncated++;
+        log_debug("timeout %s: %s never came", c->peer,
+                  c->proxy_wait ? "the PROXY header" : "request");
         close_conn(c, false); /* no request, nothing to answer */
         return;
     case CONN_HEAD:
@@ -452,6 +456,82 @@ static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf)
     *buf = uv_buf_init(c->in, sizeof c->in);
 }
 
+/* ---- the PROXY protocol ---------------------------------------------------- */
+
+/* A load balancer's PROXY header named C's client, SA: the connection
+ * moves from the balancer's place among the clients to its client's.
+ * Returns 0, or -ENOMEM (C then counts for nobody, and is to close). */
+static int move_to_client(struct conn *c, const struct sockaddr *sa)
+{
+    struct addr_prefix client;
+    clients_leave(c->env->clients, &c->client);
+    name_client(c, sa, &client);
+    int rc = clients_join(c->env->clients, &c->client, c->flow, &client);
+    if (rc == 0)
+        place(c);
+    return rc;
+}
+
+/* C's peer is a load balancer and its header is not whole yet: takes what
+ * in[] holds of it. Returns whether the rest of in[] is to be parsed as
+ * HTTP: false while more of the header is wanted (in[] spent), and when C
+ * was refused and closes. */
+static bool take_proxy_header(struct conn *c)
+{
+    size_t had = c->proxy_len, take = PROXY_HEADER_MAX - had;
+    if (take > c->in_len)
+        take = c->in_len;
+    memcpy(c->proxy_in + had, c->in + c->in_off, take);
+    c->proxy_len += take;
+    struct proxy_header h;
+    int n = proxy_header_parse(c->proxy_in, c->proxy_len, &h);
+    if (n == 0) {
+        c->in_len = 0; /* the parser refuses at PROXY_HEADER_MAX: there is room for more */
+        return false;
+    }
+    if (n < 0) {
+        c->env->proxy.malformed++;
+        log_debug("proxy %s: not a PROXY header; closing", c->peer);
+        close_conn(c, false);
+        return false;
+    }
+    c->proxy_wait = false;
+    c->in_off += (size_t)n - had;
+    c->in_len -= (size_t)n - had;
+    if (h.local) {
+        c->env->proxy.local++; /* a health check: the balancer's own connection */
+        return true;
+    }
+    c->env->proxy.clients++;
+    if (move_to_client(c, (const struct sockaddr *)&h.source) < 0) {
+        close_conn(c, false);
+        return false;
+    }
+    return true;
+}
+
+/* C's peer sends no PROXY header: keeps the first bytes of its first
+ * request, to tell one it sends anyway when its request fails to parse. */
+static void sniff_first(struct conn *c)
+{
+    if (c->first_done || c->proxy_len >= PROXY_SNIFF)
+        return;
+    size_t take = PROXY_SNIFF - c->proxy_len;
+    if (take > c->in_len)
+        take = c->in_len;
+    memcpy(c->proxy_in + c->proxy_len, c->in, take);
+    c->proxy_len += take;
+}
+
+/* Whether C's failed first request began as a PROXY header: from a peer
+ * not under proxy_protocol_from it is refused, not answered. */
+static bool sent_unlisted_header(struct conn *c)
+{
+    struct proxy_header h;
+    return !c->first_done && c->proxy_len > 0 &&
+           proxy_header_parse(c->proxy_in, c->proxy_len, &h) >= 0;
+}
+
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = container_of(stream, struct conn, tcp);
@@ -463,16 +543,24 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     if (nread == 0)
         return;
     if (nread < 0) {
+        if (c->proxy_wait && c->proxy_len > 0) {
+            c->env->proxy.truncated++;
+            log_debug("proxy %s: the PROXY header was cut short", c->peer);
+        }
         close_conn(c, false); /* EOF or reset: nothing half-parsed is worth an answer */
         return;
     }
+    c->in_off = 0;
+    c->in_len = (size_t)nread;
+    if (c->proxy_peer && c->proxy_wait && !take_proxy_header(c))
+        return;
+    if (!c->proxy_peer)
+        sniff_first(c);
     if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN) {
         uint64_t now = uv_now(c->env->loop);
         c->deadline = body_deadline(c, now);
         client_meter_add(&c->meter, (uint64_t)nread, now);
     }
-    c->in_off = 0;
-    c->in_len = (size_t)nread;
     place(c); /* a request came, or more of it */
     resume(c);
 }
@@ -485,6 +573,7 @@ static void dispatch(struct conn *c)
     if (streams)
         c->body_window = 0;
     enter(c, streams ? CONN_STREAM_SHUT : CONN_SEND);
+    c->first_done = true;
     c->bytes = 0;
     c->keep_alive = c->req.keep_alive && !*c->env->stopping;
     int status = c->deferred ? c->deferred : c->route->on_request(c, &c->req);
@@ -531,6 +620,20 @@ static bool parsing(const struct conn *c)
     return c->state <= CONN_STREAM_OPEN;
 }
 
+/* Input that is no request: a PROXY header from a peer not entitled to
+ * send one closes (the spec's abort), anything else is answered. */
+static void refuse_input(struct conn *c, const char *why)
+{
+    if (sent_unlisted_header(c)) {
+        c->env->proxy.unlisted++;
+        log_debug("proxy %s: a PROXY header from a peer not under proxy_protocol_from; closing",
+                  c->peer);
+        close_conn(c, false);
+        return;
+    }
+    refuse(c, why);
+}
+
 /* The one way into llhttp: parses the buffered input as far as the state
  * lets it, acting on each step, then reads on if the buffer is spent and
  * the state wants more. Only through resume, which keeps the turns. */
@@ -566,13 +669,13 @@ static void parse_input(struct conn *c)
             used = (size_t)(llhttp_get_error_pos(&c->parser) - start);
         } else if (err != HPE_OK) {
             c->in_len = 0;
-            refuse(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
+            refuse_input(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
             break;
         }
         /* What llhttp took as framing must pass before anything is answered. */
         if (strict_lines_scan(&c->lines, c->scanned, (size_t)(start + used - c->scanned)) < 0) {
             c->in_len = 0;
-            refuse(c, "bare CR or LF, folded line, or no CRLF after chunk data");
+            refuse_input(c, "bare CR or LF, folded line, or no CRLF after chunk data");
             break;
         }
         c->in_off += used;
@@ -940,6 +1043,24 @@ static void conn_on_pump_done(struct pump *pump, int status)
 
 /* ---- accepting ------------------------------------------------------------- */
 
+/* Names C's client SA (family AF_UNSPEC: unknown), for everything that
+ * tells clients apart: the access log (peer), /settings and /stats
+ * (loopback, addr), the flow, and its place among the clients (*CLIENT).
+ * The one place a connection learns who it serves: its peer at the
+ * accept, or the client a load balancer's PROXY header names. */
+static void name_client(struct conn *c, const struct sockaddr *sa, struct addr_prefix *client)
+{
+    const struct config *cfg = conn__cfg(c);
+    snprintf(c->peer, sizeof c->peer, "-");
+    if (sa->sa_family == AF_INET6)
+        uv_ip6_name((const struct sockaddr_in6 *)sa, c->peer, sizeof c->peer);
+    else if (sa->sa_family == AF_INET)
+        uv_ip4_name((const struct sockaddr_in *)sa, c->peer, sizeof c->peer);
+    c->loopback = addr_is_loopback(sa);
+    addr_prefix_of(sa, 32, 128, &c->addr);
+    c->flow = c->pump.flow = client_of(sa, cfg->client_prefix.v4, cfg->client_prefix.v6, client);
+}
+
 /* Serves FD on C's handle and names the client: for the access log, the
  * flow and its place among the clients (*CLIENT), /settings. Returns 0 or
  * a negative UV_E* code (FD is not taken). */
@@ -962,17 +1083,11 @@ static int open_socket(struct conn *c, int fd, struct addr_prefix *client)
     uv_tcp_nodelay(&c->tcp, 1);
     struct sockaddr_storage addr = {.ss_family = AF_UNSPEC};
     int addr_len = sizeof addr;
-    snprintf(c->peer, sizeof c->peer, "-");
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&addr, &addr_len) == 0) {
-        if (addr.ss_family == AF_INET6)
-            uv_ip6_name((struct sockaddr_in6 *)&addr, c->peer, sizeof c->peer);
-        else
-            uv_ip4_name((struct sockaddr_in *)&addr, c->peer, sizeof c->peer);
-        c->loopback = addr_is_loopback((const struct sockaddr *)&addr);
-        addr_prefix_of((const struct sockaddr *)&addr, 32, 128, &c->addr);
-    }
-    c->flow = c->pump.flow = client_of((const struct sockaddr *)&addr, cfg->client_prefix.v4,
-                                       cfg->client_prefix.v6, client);
+    uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&addr, &addr_len);
+    name_client(c, (const struct sockaddr *)&addr, client);
+    for (unsigned i = 0; i < cfg->proxy_protocol_from.n; i++)
+        c->proxy_peer |= addr_prefix_contains(&cfg->proxy_protocol_from.prefix[i], &c->addr);
+    c->proxy_wait = c->proxy_peer;
     return 0;
 }
 

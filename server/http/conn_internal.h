@@ -20,6 +20,7 @@
 #include "server/http/clients.h"
 #include "server/http/turns.h"
 #include "server/http/http.h"
+#include "server/http/proxy_header.h"
 #include "server/pool/pump.h"
 #include "server/http/strict.h"
 
@@ -34,6 +35,9 @@
  * head (silent, or sending it slowly) is one of the first that may close
  * for another client's newcomer at max_connections (clients.h). */
 #define CONN_LATE_PART 10
+/* The first bytes of a connection kept to tell whether they began a PROXY
+ * header (its fixed part, in either version). */
+#define PROXY_SNIFF 16
 
 /* What a connection is doing: one state, changed only by conn.c's enter(),
  * which arms the state's timer and starts or stops reading to match.
@@ -175,9 +179,18 @@ struct conn {
     struct client_link client; /* its place in env->clients: counted, and listed while IDLE */
     /* Not state: queued in env->turns while its input waits for its client's turn. */
     struct turns_item turn;
+    /* The PROXY protocol. From a peer under proxy_protocol_from
+     * (proxy_peer), input goes to proxy_in[] until its header is whole
+     * (while proxy_wait); from any other, proxy_in[] keeps the first bytes
+     * of its first request (PROXY_SNIFF), to tell a PROXY header it was not
+     * entitled to send. */
+    bool proxy_peer, proxy_wait;
+    bool first_done; /* the connection's first request was dispatched */
+    size_t proxy_len;
 
     /* The big buffers come last: conn_accept zeroes everything before them. */
     char values[VALUES_MAX];
+    uint8_t proxy_in[PROXY_HEADER_MAX];
     char in[IN_SIZE];
     char head[HEAD_MAX];
     char url[]; /* cfg->max_url + 1 bytes, allocated with the connection */

@@ -113,6 +113,13 @@ struct conn_env {
     struct clients *clients;
     /* Whose turn it is to use the loop (conn.h); NULL: nobody waits. */
     struct conn_turns *turns;
+    /* The PROXY protocol (proxy_protocol_from): headers that named a
+     * client, that were the balancer's own (LOCAL, UNKNOWN), and the
+     * connections refused for one (not a header, cut short, or from a peer
+     * not listed). Counted here, shown by the server's stats. */
+    struct {
+        uint64_t clients, local, malformed, truncated, unlisted;
+    } proxy;
 };
 
 #endif

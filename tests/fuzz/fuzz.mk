@@ -12,6 +12,7 @@
 #   config  config_parse_size, config_set, config_load_file, config_apply_cli
 #   strict  the strict checks, split-invariance of the line-discipline scan
 #   range   Range, If-* and HTTP-date parsing
+#   proxy   the PROXY protocol header, the same verdict however it is split
 #
 # Seeds are in tests/fuzz/corpus/<target>/ and are only read; what libFuzzer
 # finds goes to build/fuzz/corpus/<target>/, crashes to build/fuzz/crashes/.
@@ -20,7 +21,7 @@
 
 FUZZ_CC      ?= clang-14
 FUZZ_TIME    ?= 60
-FUZZ_TARGETS := conn path config strict range
+FUZZ_TARGETS := conn path config strict range proxy
 FUZZ_CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=all -fsanitize=fuzzer-no-link
 FUZZ_LL_OBJ  := $(addprefix build/fuzz/obj/llhttp/,$(addsuffix .o,$(LLHTTP_C)))
