@@ -360,13 +360,20 @@ void conn_evict(struct client_link *l)
     close_conn(c, !idle);
 }
 
+static void refuse(struct conn *c, const char *why);
+
 void conn_stop_all(struct conn_env *env, bool force)
 {
     /* close_conn unlinks a connection only later, from its close callback:
      * walking the list here is safe. */
     for (struct conn *c = env->conns; c != NULL; c = c->next) {
-        if (force || !responding(c))
+        if (force && streaming(c) && pump_head_held(&c->pump)) {
+            /* Its client has seen nothing yet: better told than dropped. */
+            c->error = 503;
+            refuse(c, "stopping before its body was in");
+        } else if (force || !responding(c)) {
             close_conn(c, false);
+        }
     }
 }
 
@@ -384,8 +391,6 @@ static bool send_progressed(struct conn *c)
     c->sent_pumped = c->pump.sent;
     return moved;
 }
-
-static void refuse(struct conn *c, const char *why);
 
 static void time_out(struct conn *c)
 {
