@@ -119,6 +119,33 @@ struct server_change {
 bool server_change(struct server *srv, const struct config *next, struct server_change *change,
                    server_change_fn done);
 
+/* A wait for the other workers' figures (server_refresh). The caller
+ * embeds it in state it keeps until DONE has run. */
+struct server_refresh;
+typedef void (*server_refresh_fn)(struct server_refresh *refresh);
+struct server_refresh {
+    struct server_refresh *next; /* the server's list of waiting refreshes */
+    uint64_t asked;              /* the ask the others' publications must answer */
+    uint64_t deadline_ms;        /* uv_now: when DONE runs anyway */
+    server_refresh_fn done;
+};
+
+/* How long a refresh waits for the other workers: a /stats answer is late
+ * by at most this. A woken worker answers within a millisecond or two; the
+ * bound is past the workers' own publication period (WHOLE_PUBLISH_MS), so
+ * that a worker late to wake on a busy machine still answers with its
+ * periodic publication and the totals stay exact. */
+#define SERVER_REFRESH_WAIT_MS 300
+
+/* With workers: asks every other running worker to publish its figures now
+ * (they otherwise do so every WHOLE_PUBLISH_MS), so that a server_snapshot
+ * taken in DONE counts all each had done when asked. Returns false when
+ * there is nothing to wait for (alone; DONE never runs). Else returns true,
+ * and DONE(REFRESH) runs later on the loop, once every running worker has
+ * published or after SERVER_REFRESH_WAIT_MS; REFRESH must stay valid until
+ * then. */
+bool server_refresh(struct server *srv, struct server_refresh *refresh, server_refresh_fn done);
+
 /* With workers (> 1): how many there are (their indexes are 1..N), and
  * which one this is; 0 and 0 for a server alone. */
 unsigned server_workers(const struct server *srv);

@@ -134,6 +134,8 @@ static void server_on_control(uv_poll_t *poll, int status, int events)
     control_read(srv->control, &v);
     if (v.generation != srv->generation)
         adopt(srv, &v);
+    if (srv->whole != NULL)
+        server__whole_answer(srv);
 }
 
 /* Whether every running worker has applied GENERATION. */

@@ -43,8 +43,11 @@ void server__snapshot_own(const struct server *srv, struct snapshot *s);
 /* whole.c, with workers > 1 (srv->whole set). Publishes now and then every
  * WHOLE_PUBLISH_MS; returns 0 or a negative UV_E* code. */
 int server__whole_start(struct server *srv);
-/* At the stop: closes its timer (counted in open_handles) if it started. */
+/* At the stop: closes its timers (counted in open_handles) if it started. */
 void server__whole_close(struct server *srv);
+/* The control eventfd woke this worker: publishes now if another worker
+ * asked for figures since the last publication that answered (server_refresh). */
+void server__whole_answer(struct server *srv);
 /* server_fini, after the loop ran dry: frees srv->whole. */
 void server__whole_free(struct server *srv);
 

@@ -16,6 +16,8 @@
 #include "server/base/log.h"
 #include "server/base/snapshot.h"
 #include "server/base/util.h"
+#include "server/control.h"
+#include "server/module.h"
 #include "server/server.h"
 #include "server/server_internal.h"
 
@@ -26,6 +28,8 @@
 #define WHOLE_HISTS   32
 #define WHOLE_WINDOWS 32
 #define READ_TRIES    64
+/* While refreshes wait, how often they look at the others' publications. */
+#define REFRESH_CHECK_MS 1
 
 /* A figure that merges: its key (snap_keys), value, rule, and the index of
  * its histogram or window in the publication (-1: none). */
@@ -55,7 +59,8 @@ struct whole_carry {
 /* One worker's figures at PUBLISHED_MS. SEQ is odd while it is written. */
 struct whole_pub {
     _Atomic uint64_t seq;
-    pid_t pid; /* 0: never published */
+    pid_t pid;      /* 0: never published */
+    uint64_t asked; /* the region's ask count read before these figures were taken */
     uint64_t started_ms, published_ms, requests;
     uint32_t nfig, nhist, nwin;
     struct whole_figure fig[WHOLE_FIGURES];
@@ -74,6 +79,7 @@ struct whole_slot {
 struct whole_region {
     size_t size; /* of the mapping */
     unsigned nslots;
+    _Atomic uint64_t asked; /* moved by each server_refresh */
     struct whole_slot slot[];
 };
 
@@ -276,9 +282,10 @@ static bool fill(struct whole_pub *p, const struct snapshot *s, const uint64_t *
     return true;
 }
 
-/* Writes S into the slot's other publication, then points readers at it. */
+/* Writes S, taken once the ask count was ASKED, into the slot's other
+ * publication, then points readers at it. */
 static bool publish(struct whole *w, const struct server *srv, const struct snapshot *s,
-                    const uint64_t *keys)
+                    const uint64_t *keys, uint64_t asked)
 {
     struct whole_slot *sl = &w->region->slot[w->worker - 1];
     unsigned next = 1 - atomic_load_explicit(&sl->cur, memory_order_relaxed);
@@ -288,6 +295,7 @@ static bool publish(struct whole *w, const struct server *srv, const struct snap
     atomic_thread_fence(memory_order_release);
     bool fits = fill(p, s, keys);
     p->pid = getpid();
+    p->asked = asked;
     p->started_ms = w->started_ms;
     p->published_ms = uv_now(srv->loop);
     p->requests = srv->requests;
@@ -301,9 +309,9 @@ static bool publish(struct whole *w, const struct server *srv, const struct snap
 
 /* publish, or a warning the first time it cannot. */
 static void publish_logged(struct whole *w, const struct server *srv, const struct snapshot *s,
-                           const uint64_t *keys)
+                           const uint64_t *keys, uint64_t asked)
 {
-    if ((keys == NULL || !publish(w, srv, s, keys)) && !w->failed_logged) {
+    if ((keys == NULL || !publish(w, srv, s, keys, asked)) && !w->failed_logged) {
         log_warn("whole-server figures: this worker's could not be published (too many or no "
                  "memory)");
         w->failed_logged = true;
@@ -312,15 +320,81 @@ static void publish_logged(struct whole *w, const struct server *srv, const stru
 
 static void whole_publish(struct server *srv)
 {
+    struct whole *w = srv->whole;
+    /* Read before the figures are taken: they count all done by then. */
+    uint64_t asked = atomic_load_explicit(&w->region->asked, memory_order_acquire);
     struct snapshot s;
     snap_init(&s);
     server__snapshot_own(srv, &s);
     uint64_t *keys = snap_complete(&s) ? malloc(s.len * sizeof *keys + 1) : NULL;
     if (keys != NULL)
         snap_keys(&s, keys);
-    publish_logged(srv->whole, srv, &s, keys);
+    publish_logged(w, srv, &s, keys, asked);
+    w->answered = asked;
     free(keys);
     snap_free(&s);
+}
+
+void server__whole_answer(struct server *srv)
+{
+    struct whole *w = srv->whole;
+    if (atomic_load_explicit(&w->region->asked, memory_order_acquire) != w->answered)
+        whole_publish(srv);
+}
+
+/* Whether every other running worker has published since ask ASKED. */
+static bool answered_everywhere(const struct whole *w, struct whole_pub *pub, uint64_t asked)
+{
+    for (unsigned i = 0; i < w->region->nslots; i++) {
+        if (i == w->worker - 1)
+            continue;
+        /* One that cannot be read now (a writer lapping the reader) is looked at again. */
+        if (!read_part(w->region, i, offsetof(struct whole_pub, asked), sizeof pub->asked, pub))
+            return false;
+        if (running(pub->pid) && pub->asked < asked)
+            return false;
+    }
+    return true;
+}
+
+static void whole_on_wait(uv_timer_t *timer)
+{
+    struct server *srv = timer->data;
+    struct whole *w = srv->whole;
+    uint64_t now = uv_now(srv->loop);
+    struct whole_pub *pub = malloc(sizeof *pub);
+    struct server_refresh **link = &w->refreshes;
+    while (*link != NULL) {
+        struct server_refresh *r = *link;
+        /* Out of memory, nobody can be looked at: the wait runs out. */
+        if (now < r->deadline_ms && (pub == NULL || !answered_everywhere(w, pub, r->asked))) {
+            link = &r->next;
+            continue;
+        }
+        *link = r->next; /* out of the list before DONE, which may free it */
+        r->done(r);
+    }
+    free(pub);
+    if (w->refreshes == NULL)
+        uv_timer_stop(timer);
+}
+
+bool server_refresh(struct server *srv, struct server_refresh *refresh, server_refresh_fn done)
+{
+    struct whole *w = srv->whole;
+    if (w == NULL || srv->control == NULL || !w->timer_open)
+        return false;
+    uint64_t asked = atomic_fetch_add_explicit(&w->region->asked, 1, memory_order_acq_rel) + 1;
+    control_wake_others(srv->control, srv->worker);
+    *refresh = (struct server_refresh){.next = w->refreshes,
+                                       .asked = asked,
+                                       .deadline_ms = uv_now(srv->loop) + SERVER_REFRESH_WAIT_MS,
+                                       .done = done};
+    if (w->refreshes == NULL &&
+        uv_timer_start(&w->wait, whole_on_wait, REFRESH_CHECK_MS, REFRESH_CHECK_MS) < 0)
+        return false; /* only while closing: nobody is left to wait for */
+    w->refreshes = refresh;
+    return true;
 }
 
 static void whole_on_timer(uv_timer_t *timer)
@@ -332,17 +406,20 @@ int server__whole_start(struct server *srv)
 {
     struct whole *w = srv->whole;
     uv_timer_init(srv->loop, &w->timer);
-    srv->open_handles++;
+    uv_timer_init(srv->loop, &w->wait);
+    srv->open_handles += 2;
     w->timer_open = true;
-    w->timer.data = srv;
+    w->timer.data = w->wait.data = srv;
     whole_publish(srv);
     return uv_timer_start(&w->timer, whole_on_timer, WHOLE_PUBLISH_MS, WHOLE_PUBLISH_MS);
 }
 
 void server__whole_close(struct server *srv)
 {
-    if (srv->whole != NULL && srv->whole->timer_open)
+    if (srv->whole != NULL && srv->whole->timer_open) {
         server__close_handle(srv, (uv_handle_t *)&srv->whole->timer);
+        server__close_handle(srv, (uv_handle_t *)&srv->whole->wait);
+    }
 }
 
 void server__whole_free(struct server *srv)
@@ -611,7 +688,7 @@ void whole_merge(const struct server *srv, struct snapshot *s)
         snap_keys(s, keys);
         /* Published first: a later answer of any worker then shows at
          * least what this one does, so no total goes back between two. */
-        publish_logged(srv->whole, srv, s, keys);
+        publish_logged(srv->whole, srv, s, keys, srv->whole->answered);
         if (index_build(&m.ix, s, keys) && (names = own_copies(&m, n)) != NULL &&
             merge_slots(&m, srv, seen)) {
             summarize_windows(&m);

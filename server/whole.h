@@ -15,7 +15,12 @@
  * killed while writing leaves the last whole publication in place. A
  * worker started again in a slot first carries its predecessor's last
  * totals into a part of its own publications that readers add in, so no
- * total goes backwards. Nothing of this exists with workers = 1. */
+ * total goes backwards. Nothing of this exists with workers = 1.
+ *
+ * A worker that wants exact figures now (server_refresh) moves the
+ * region's ask count and wakes the others through their control eventfds;
+ * each publishes at once, its publication naming the ask it answers, and
+ * the asker merges once every running worker's does (or the wait is over). */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,17 +29,21 @@
 #define WHOLE_PUBLISH_MS 250
 
 struct server;
+struct server_refresh;
 struct snapshot;
 struct whole_region;
 
 /* A worker's own hold on the region (srv->whole). */
 struct whole {
-    struct whole_region *region; /* main()'s, shared */
-    unsigned worker;             /* its slot: 1..N */
-    uint64_t started_ms;         /* this process's start (uv_now) */
-    uv_timer_t timer;            /* publishes every WHOLE_PUBLISH_MS */
-    bool timer_open;             /* whole_start initialised it */
-    struct whole_carry *carry;   /* owned: the predecessors' totals */
+    struct whole_region *region;      /* main()'s, shared */
+    unsigned worker;                  /* its slot: 1..N */
+    uint64_t started_ms;              /* this process's start (uv_now) */
+    uv_timer_t timer;                 /* publishes every WHOLE_PUBLISH_MS */
+    uv_timer_t wait;                  /* runs while refreshes wait for the others */
+    bool timer_open;                  /* whole_start initialised both */
+    struct server_refresh *refreshes; /* waiting (their callers own them) */
+    uint64_t answered;                /* the last ask a publication of ours answered */
+    struct whole_carry *carry;        /* owned: the predecessors' totals */
     bool failed_logged;
 };
 

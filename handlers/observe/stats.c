@@ -109,11 +109,19 @@ int stats_refuse(struct conn *c)
     return 0;
 }
 
-int stats_answer(struct conn *c, stats_render_fn render, const char *type)
+/* An answer that waits for the other workers' figures; holds its
+ * connection until then. */
+struct stats_wait {
+    struct server_refresh refresh;
+    struct conn *conn;
+    stats_render_fn render;
+    const char *type;
+    enum stats_view view;
+};
+
+static int answer_now(struct conn *c, stats_render_fn render, const char *type,
+                      enum stats_view view)
 {
-    enum stats_view view = stats_view(c);
-    if (view == STATS_REFUSED)
-        return stats_refuse(c);
     struct snapshot s;
     snap_init(&s);
     server_snapshot(conn_server(c), &s);
@@ -125,6 +133,35 @@ int stats_answer(struct conn *c, stats_render_fn render, const char *type)
     snap_free(&s);
     o.failed |= !complete;
     return send_buf(c, &o, type);
+}
+
+static void stats_on_refreshed(struct server_refresh *refresh)
+{
+    struct stats_wait *w = container_of(refresh, struct stats_wait, refresh);
+    struct conn *c = w->conn;
+    if (!conn_closing(c) && answer_now(c, w->render, w->type, w->view) != 0)
+        conn_send_error(c, 500, NULL);
+    conn_release(c);
+    free(w);
+}
+
+int stats_answer(struct conn *c, stats_render_fn render, const char *type)
+{
+    enum stats_view view = stats_view(c);
+    if (view == STATS_REFUSED)
+        return stats_refuse(c);
+    /* With workers, the others publish first: the totals are exact, not
+     * some WHOLE_PUBLISH_MS behind. Without memory for the wait, as they are. */
+    struct stats_wait *w = malloc(sizeof *w);
+    if (w != NULL) {
+        *w = (struct stats_wait){.conn = c, .render = render, .type = type, .view = view};
+        if (server_refresh(conn_server(c), &w->refresh, stats_on_refreshed)) {
+            conn_hold(c);
+            return 0;
+        }
+        free(w);
+    }
+    return answer_now(c, render, type, view);
 }
 
 static int stats_on_request(struct conn *c, const struct request *req)

@@ -44,7 +44,9 @@ typedef void (*stats_render_fn)(struct buf *out, const struct snapshot *s, bool 
 
 /* Answers C with a snapshot of its server rendered by RENDER, as TYPE (a
  * Content-Type) not to be cached, or 403 when C's client may not see it
- * (stats_view): what /stats and /metrics share. Returns 0, or 500 when the
+ * (stats_view): what /stats and /metrics share. With workers the answer
+ * waits (SERVER_REFRESH_WAIT_MS at most) for the others to publish their
+ * figures, so that its totals are exact. Returns 0, or 500 when the
  * snapshot or its rendering could not be had. */
 int stats_answer(struct conn *c, stats_render_fn render, const char *type);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <zlib.h>
 
 #include "handlers/static/path.h"
 #include "server/base/util.h"
@@ -49,10 +50,33 @@ static void add_escaped(struct buf *pg, const char *text)
     }
 }
 
-static int by_name(const void *a, const void *b)
+/* Directories first, then files; each group by name. */
+static int by_kind_then_name(const void *a, const void *b)
 {
     const struct entry *x = a, *y = b;
+    if (x->dir != y->dir)
+        return x->dir ? -1 : 1;
     return strcmp(x->name, y->name);
+}
+
+/* SIZE as a reader takes it in ("512 B", "8.0 KiB", "1.2 MiB"), the exact
+ * count in the cell's title. */
+static void add_size(struct buf *pg, long long size)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+    buf_printf(pg, "<td class=\"n\" title=\"%lld bytes\">", size);
+    if (size < 1024) {
+        buf_printf(pg, "%lld B</td>", size);
+        return;
+    }
+    double value = (double)size / 1024;
+    size_t unit = 0;
+    /* 1023.96 KiB would print as "1024.0 KiB": the next unit reads better. */
+    while (value >= 1023.95 && unit + 1 < sizeof units / sizeof units[0]) {
+        value /= 1024;
+        unit++;
+    }
+    buf_printf(pg, "%.1f %s</td>", value, units[unit]);
 }
 
 /* Whether the entry NAME of the directory shown as URL_PATH is hidden
@@ -112,7 +136,7 @@ static long read_entries(const char *dir, const char *url_path, bool dotfiles, s
         return rc;
     }
     if (n > 1) /* qsort(NULL, 0, ...) is undefined */
-        qsort(list, n, sizeof *list, by_name);
+        qsort(list, n, sizeof *list, by_kind_then_name);
     *out = list;
     return (long)n;
 }
@@ -145,13 +169,15 @@ char *listing_build(const char *dir, const char *url_path, bool dotfiles, size_t
         add_escaped(&pg, href);
         buf_printf(&pg, "%s\">", e->dir ? "/" : "");
         add_escaped(&pg, e->name);
-        buf_printf(&pg, "%s</a></td><td class=\"n\">", e->dir ? "/" : "");
+        buf_printf(&pg, "%s</a></td>", e->dir ? "/" : "");
         if (!e->dir && e->size >= 0)
-            buf_printf(&pg, "%lld", e->size);
+            add_size(&pg, e->size);
+        else
+            buf_printf(&pg, "<td></td>");
         struct tm tm;
         if (e->size >= 0 && gmtime_r(&e->mtime, &tm) != NULL)
             strftime(date, sizeof date, "%Y-%m-%d %H:%M", &tm);
-        buf_printf(&pg, "</td><td>%s</td></tr>\n", date);
+        buf_printf(&pg, "<td>%s</td></tr>\n", date);
         free(e->name);
     }
     free(list);
@@ -163,4 +189,41 @@ char *listing_build(const char *dir, const char *url_path, bool dotfiles, size_t
     }
     *len = pg.len;
     return pg.data;
+}
+
+char *listing_gzip(const char *page, size_t len, size_t *gz_len)
+{
+    if (len > UINT_MAX) {
+        errno = EFBIG;
+        return NULL;
+    }
+    z_stream z = {0};
+    /* Window bits 15 + 16: a gzip wrapper. */
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+        Z_OK) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* deflateBound of an initialised stream counts the wrapper: one call finishes. */
+    uLong cap = deflateBound(&z, (uLong)len);
+    char *out = malloc(cap);
+    if (out == NULL) {
+        deflateEnd(&z);
+        errno = ENOMEM;
+        return NULL;
+    }
+    z.next_in = (Bytef *)page;
+    z.avail_in = (uInt)len;
+    z.next_out = (Bytef *)out;
+    z.avail_out = (uInt)cap;
+    int rc = deflate(&z, Z_FINISH);
+    *gz_len = z.total_out;
+    deflateEnd(&z);
+    if (rc != Z_STREAM_END) {
+        free(out);
+        errno = ENOMEM;
+        return NULL;
+    }
+    char *shrunk = realloc(out, *gz_len);
+    return shrunk != NULL ? shrunk : out;
 }

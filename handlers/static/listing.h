@@ -5,11 +5,17 @@
 #include <stddef.h>
 
 /* Builds an HTML index of directory DIR (a filesystem path), shown as
- * URL_PATH (decoded, with its trailing '/'): entries sorted by name,
- * directories marked with '/', sizes and modification dates, names
- * HTML-escaped and links percent-encoded; hidden names (path_hidden) only
- * with DOTFILES. Blocking: runs on the pool.
+ * URL_PATH (decoded, with its trailing '/'): directories first, then
+ * files, each group sorted by name; directories marked with '/'; sizes
+ * readable ("8.0 KiB", the byte count in a title) and modification dates;
+ * names HTML-escaped and links percent-encoded; hidden names (path_hidden)
+ * only with DOTFILES. Blocking: runs on the pool.
  * Returns a malloc'd page and its length, or NULL with errno set. */
 char *listing_build(const char *dir, const char *url_path, bool dotfiles, size_t *len);
+
+/* Gzips the LEN bytes of PAGE in one go (the listing is whole in memory).
+ * Blocking: runs on the pool. Returns a malloc'd body and its length
+ * GZ_LEN, or NULL with errno set; PAGE stays the caller's. */
+char *listing_gzip(const char *page, size_t len, size_t *gz_len);
 
 #endif

@@ -40,10 +40,13 @@ static const struct mime table[] = {
     {"wasm", "application/wasm"},
     {"wav", "audio/wav"},
     {"webm", "video/webm"},
+    {"webmanifest", "application/manifest+json"},
     {"webp", "image/webp"},
     {"woff", "font/woff"},
     {"woff2", "font/woff2"},
     {"xml", "application/xml"},
+    {"yaml", "application/yaml"},
+    {"yml", "application/yaml"},
     {"zip", "application/zip"},
 };
 

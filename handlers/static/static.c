@@ -50,6 +50,7 @@ struct open_job {
     size_t root_len;
     bool want_dir, want_gz, want_listing, gzip_possible;
     bool dotfiles;              /* hidden names listed */
+    size_t gzip_listing_min;    /* a listing this big or bigger is gzipped (0: never) */
     int inotify_fd;             /* the cache's, or -1: the body is not for the cache */
     size_t first_max;           /* largest body read with the open (0: none) */
     size_t budgeted;            /* of the memory budget, taken for that body */
@@ -65,6 +66,7 @@ struct open_job {
     char *body;    /* its body, for the cache */
     char *listing; /* malloc'd HTML index, when the directory has no index.html */
     size_t listing_len;
+    bool listing_gz;         /* the listing is gzipped */
     char path[PATH_MAX];     /* root + '/' + relative path; + "/index.html" for a dir */
     char real[PATH_MAX];     /* the last file opened, resolved */
     char relative[PATH_MAX]; /* decoded, normalised: redirects, listings, cache key */
@@ -207,6 +209,18 @@ static void list_work(struct gateway_job *job)
     snprintf(shown, sizeof shown, "/%s%s", j->relative, j->relative[0] ? "/" : "");
     j->listing = listing_build(j->path, shown, j->dotfiles, &j->listing_len);
     j->err = j->listing ? 0 : -errno;
+    if (j->listing == NULL || j->gzip_listing_min == 0 || j->listing_len < j->gzip_listing_min)
+        return;
+    /* Deflated here, whole: the page is in memory already, and this job is
+     * the listing's own. Out of memory, it goes out as it is. */
+    size_t gz_len;
+    char *gz = listing_gzip(j->listing, j->listing_len, &gz_len);
+    if (gz != NULL) {
+        free(j->listing);
+        j->listing = gz;
+        j->listing_len = gz_len;
+        j->listing_gz = true;
+    }
 }
 
 static void open_work(struct gateway_job *job)
@@ -465,6 +479,15 @@ static void send_file(struct conn *c, struct file *f, const char *type)
     }
 }
 
+#define LISTING_TYPE "text/html; charset=utf-8"
+
+/* Whether a listing may be gzipped, for a client that accepts it. */
+static bool listing_varies(const struct server *srv)
+{
+    const struct static_config *cfg = static_config_of(srv);
+    return cfg->gzip_files && compressible(LISTING_TYPE, cfg->gzip_types);
+}
+
 static void respond(struct conn *c, struct open_job *j)
 {
     if (j->no_index) {
@@ -478,8 +501,12 @@ static void respond(struct conn *c, struct open_job *j)
         redirect(c, j);
     } else if (j->listing != NULL) {
         conn_head_start(c, 200);
-        conn_head_add(c, "Content-Type: text/html; charset=utf-8\r\n"
-                         "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\n");
+        conn_head_add(c,
+                      "Content-Type: %s\r\n"
+                      "X-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\n%s%s",
+                      LISTING_TYPE,
+                      listing_varies(conn_server(c)) ? "Vary: Accept-Encoding\r\n" : "",
+                      j->listing_gz ? "Content-Encoding: gzip\r\n" : "");
         conn_send_body(c, j->listing, j->listing_len);
     } else {
         j->f.body = j->body;
@@ -699,6 +726,8 @@ static int static_on_request(struct conn *c, const struct request *req)
     j->redirect = false;
     j->no_index = false;
     j->listing = NULL;
+    j->listing_gz = false;
+    j->gzip_listing_min = j->gzip_possible && listing_varies(srv) ? cfg->gzip_min_size : 0;
     j->stage = STAGE_NONE;
     /* Its cost: the most it reads; it tells what it read. */
     struct gateway_cost cost = {

@@ -361,13 +361,20 @@ void conn_evict(struct client_link *l)
     close_conn(c, !idle);
 }
 
+static void refuse(struct conn *c, const char *why);
+
 void conn_stop_all(struct conn_env *env, bool force)
 {
     /* close_conn unlinks a connection only later, from its close callback:
      * walking the list here is safe. */
     for (struct conn *c = env->conns; c != NULL; c = c->next) {
-        if (force || !responding(c))
+        if (force && streaming(c) && pump_head_held(&c->pump)) {
+            /* Its client has seen nothing yet: better told than dropped. */
+            c->error = 503;
+            refuse(c, "stopping before its body was in");
+        } else if (force || !responding(c)) {
             close_conn(c, false);
+        }
     }
 }
 
@@ -385,8 +392,6 @@ static bool send_progressed(struct conn *c)
     c->sent_pumped = c->pump.sent;
     return moved;
 }
-
-static void refuse(struct conn *c, const char *why);
 
 static void time_out(struct conn *c)
 {
@@ -1006,6 +1011,18 @@ void conn_send_error(struct conn *c, int status, const char *allow)
     conn_send_body(c, body, len);
 }
 
+/* A response failed (RC) before any byte of it went out: STATUS says so in
+ * its place, and the connection closes after it (a streamed body's rest
+ * stays unread). */
+static void answer_failure(struct conn *c, int rc, int status)
+{
+    log_error("response %s %s: %s before its first byte, answered %d", c->peer, c->url,
+              uv_strerror(rc), status);
+    drop_stream(c);
+    c->keep_alive = false;
+    conn_send_error(c, status, NULL);
+}
+
 void conn_send_source(struct conn *c, struct pump_source *src, long long len)
 {
     bool chunked = conn__body_framing(c, len);
@@ -1019,10 +1036,9 @@ void conn_send_source(struct conn *c, struct pump_source *src, long long len)
         return;
     }
     c->rate_pumped = 0; /* the pump counts this response from 0 */
-    if (pump_start(&c->pump, src, c->head, c->head_out.len, chunked) < 0) {
-        drop_stream(c);
-        close_conn(c, false);
-    }
+    int rc = pump_start(&c->pump, src, c->head, c->head_out.len, chunked);
+    if (rc < 0)
+        answer_failure(c, rc, 503);
 }
 
 /* The pump's completion: the response is out (0) or failed. */
@@ -1033,6 +1049,8 @@ static void conn_on_pump_done(struct pump *pump, int status)
     if (c->state == CONN_REFUSING) {
         enter(c, CONN_SEND);
         conn_send_error(c, c->error, c->route->allow);
+    } else if (status < 0 && c->state < CONN_CLOSING && pump_unsent(pump)) {
+        answer_failure(c, status, 500);
     } else if (status < 0 || c->state >= CONN_CLOSING) {
         close_conn(c, false);
     } else {

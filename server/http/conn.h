@@ -101,7 +101,9 @@ void conn_evict(struct client_link *l);
 
 /* The server is stopping: closes each connection of ENV now if it is
  * between requests, else after the response in progress (which then
- * lingers, as every end does). FORCE closes them all at once. */
+ * lingers, as every end does). FORCE closes them all at once, but for a
+ * streamed response whose status is still held: that one is answered 503
+ * with Connection: close in its place. */
 void conn_stop_all(struct conn_env *env, bool force);
 
 #endif

@@ -33,6 +33,11 @@ bool pump_head_held(const struct pump *pump)
     return pump->src != NULL && pump->head != NULL;
 }
 
+bool pump_unsent(const struct pump *pump)
+{
+    return pump->head != NULL;
+}
+
 bool pump_busy(const struct pump *pump)
 {
     return pump->filling >= 0 || pump->slots[0].busy || pump->slots[1].busy || pump->waiting;
@@ -76,7 +81,8 @@ static void finish_if_idle(struct pump *pump)
     pump_free(pump);
     /* May start other responses that waited for this memory. */
     give(pump, pump->held);
-    pump->done(pump, pump->failed || !pump->eof ? UV_ECANCELED : 0);
+    int status = pump->error < 0 ? pump->error : UV_ECANCELED;
+    pump->done(pump, pump->failed || !pump->eof ? status : 0);
 }
 
 /* Writes of PUMP still waiting for their turn will not go: the response
@@ -219,6 +225,8 @@ static void fill_after_work(struct gateway_job *job, int status)
     pump->gathering = NULL;
     if (status < 0 || pump->fill.rc < 0 || pump->stopping || pump->failed) {
         slot->busy = false;
+        if (!pump->failed && !pump->stopping)
+            pump->error = pump->fill.rc < 0 ? pump->fill.rc : status;
         pump->failed = true;
     } else {
         slot->len += pump->fill.len;
@@ -376,6 +384,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
     pump->eof = pump->failed = pump->stopping = false;
     pump->asked = 0;
     pump->slot_held = !src->reserve_late;
+    pump->error = 0;
     pump->wait.flow = pump->flow; /* waiters take turns by client */
     if (!src->reserve_late) {
         size_t need = src->held + pump->alloc;

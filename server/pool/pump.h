@@ -185,7 +185,10 @@ struct pump_env {
 struct pump;
 
 /* Tells the owner that the response is complete (STATUS 0: every byte is in
- * the socket's hands) or failed (negative: the connection must be closed). */
+ * the socket's hands) or failed (negative: the fill's error, such as -EIO
+ * for a file that shrank, else UV_ECANCELED). After a failure the
+ * connection must be closed, unless pump_unsent: then another response may
+ * still go in its place. */
 typedef void (*pump_done_fn)(struct pump *pump, int status);
 
 struct pump_slot {
@@ -239,6 +242,7 @@ struct pump {
     unsigned long long sent; /* body bytes handed to the socket (framing excluded) */
     bool chunked, eof, failed, stopping;
     bool waiting; /* for the budget */
+    int error;    /* the failed fill's code, or 0 */
 };
 
 /* Prepares an idle pump writing to STREAM in ENV, its fills run on behalf
@@ -256,6 +260,10 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
 /* True while a response runs and no byte of it has gone to the socket: it
  * may still be stopped and another response sent in its place. */
 bool pump_head_held(const struct pump *pump);
+
+/* After DONE: true when no byte of the response went to the socket, its
+ * head included. */
+bool pump_unsent(const struct pump *pump);
 
 /* True while a fill is on the pool, a write is in the socket's queue or the
  * response waits for the budget. */

@@ -4,7 +4,8 @@
 # two at once, in exactly one read job per partition (one per file for
 # whole). With one pool thread and 4k partitions, two downloads interleave:
 # neither gets far before the other has bytes, whatever the scheduling. A
-# file that shrinks while sent is cut, not padded. Under partition = auto the
+# file that shrinks while sent is cut, not padded; one that shrank before
+# its first byte went out is answered 500 instead. Under partition = auto the
 # pump cuts every file-reading response (a file, multipart ranges, gzip of a
 # file) at partition_max, and at partition_min while short work waits; a live
 # partition change reaches all three at their next piece. Counted by /stats
@@ -17,8 +18,8 @@ import shutil
 import tempfile
 import threading
 
-from harness import (IO_TIMEOUT, KiB, MiB, Conn, ProtocolError, Server, gunzip, is_, ok, poll,
-                     random_bytes, run, split_response, text_bytes)
+from harness import (IO_TIMEOUT, KiB, MiB, Conn, ProtocolError, Server, gunzip, is_, like, ok,
+                     poll, random_bytes, run, split_response, text_bytes)
 
 BIG = 16 * MiB + 7
 SIZES = sorted({0, 1, 4095, 4096, 4097, 65535, 65536, 65537, BIG})
@@ -158,6 +159,43 @@ def test_truncated_while_sent(root):
         resp = srv.get("/shrinks.bin")
         is_((resp.status, len(resp.body)), (200, 100 * KiB), "the shrunk file is served whole")
     os.unlink(path)
+
+
+def test_truncated_before_sent(root):
+    # The file shrinks after its open and before its first read: nothing of
+    # the 200 is out yet, so the client can still be told. Two stalled
+    # downloads hold the whole buffer budget, so the victim's response waits
+    # for memory after its open, which /stats shows; then the file shrinks
+    # and the stalled clients leave.
+    data = random_bytes(MiB, 7)
+    for name_ in ("held.bin", "victim.bin"):
+        with open(os.path.join(root, name_), "wb") as f:
+            f.write(data)
+    args = ["--partition", "whole", "--max-buffer-memory", "2m", "--file-cache", "off",
+            "--send-buffer", "4k"]
+    with Server(root=root, args=args, name="server for a file that shrank before") as srv:
+        stalled = [Conn(srv.port, rcvbuf=16 * KiB) for _ in range(2)]
+        for c in stalled:
+            c.request("GET", "/held.bin")
+        memory = lambda: srv.stats()["memory"]
+        ok(poll(lambda: memory()["held"] == 2 * MiB), "two stalled downloads hold the budget",
+           memory())
+        with srv.conn() as victim:
+            victim.request("GET", "/victim.bin")
+            ok(poll(lambda: memory()["waiting"] == 1), "the victim waits for memory, opened",
+               memory())
+            os.truncate(os.path.join(root, "victim.bin"), 100 * KiB)
+            for c in stalled:
+                c.close()
+            resp = victim.read_response()
+            is_(resp.status, 500, "shrank before its first byte: 500, not a silent close")
+            ok("close" in resp.tokens("Connection"), "and Connection: close")
+        like(srv.stderr(), r"victim\.bin: .* before its first byte, answered 500",
+             "the failure is logged with its request")
+        resp = srv.get("/victim.bin")
+        is_((resp.status, len(resp.body)), (200, 100 * KiB), "the shrunk file is then served whole")
+    for name_ in ("held.bin", "victim.bin"):
+        os.unlink(os.path.join(root, name_))
 
 
 # partition = auto, with one pool thread and every file read made to take
@@ -312,6 +350,7 @@ def main():
             check_partition(root, digests, partition)
         test_interleaving()
         test_truncated_while_sent(root)
+        test_truncated_before_sent(root)
         test_auto()
         test_live_change()
     finally:

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 # Shutdown: SIGTERM and SIGINT end the server with status 0 and a clean
 # sanitizer report, idle or with open connections, stalled downloads and
-# threadpool work in flight.
+# threadpool work in flight. A /gzip response whose status is still held
+# (its first slot not full, its body not in) when the signal comes is
+# answered, not dropped: 200 if its body comes in the grace time, else 503
+# with Connection: close once the grace is over.
 import signal
 import threading
 import time
 
-from harness import KiB, MiB, Conn, Server, build_request, is_, ok, random_bytes, run
+from harness import (KiB, MiB, Conn, Server, build_request, gunzip, is_, ok, poll, random_bytes,
+                     run, text_bytes)
 
 FILES = {"x.txt": b"hello"}
 
@@ -22,6 +26,41 @@ def send_quietly(conn, raw):
         conn.send(raw)
     except OSError:
         pass
+
+
+def held_gzip(name):
+    """A server, and a /gzip upload whose status it holds: two slices of
+    compressible text deflated (counted by /stats), far from filling the
+    first output slot, and the rest of the body not sent. Returns the
+    server, the connection and the rest of the request."""
+    srv = Server(files=FILES, args=["--gzip-partition", "4k"], name=name).start()
+    body = text_bytes(MiB)
+    raw = build_request("POST", "/gzip", body=body)
+    head_len = len(raw) - len(body)
+    upload = Conn(srv.port)
+    upload.send(raw[:head_len + 8 * KiB])
+    ok(poll(lambda: srv.stats()["jobs"]["gzip"]["completed"] == 2),
+       "%s: two slices deflated, the status held" % name)
+    return srv, upload, raw[head_len + 8 * KiB:], body
+
+
+def test_held_gzip():
+    srv, upload, rest, body = held_gzip("server stopped while a /gzip body comes in time")
+    srv.send_signal(signal.SIGTERM)
+    upload.send(rest)
+    resp = upload.read_response()
+    is_((resp.status, gunzip(resp.body)), (200, body),
+        "body in within the grace time: 200, the whole body gzipped")
+    upload.close()
+    srv.wait_exit("after SIGTERM")
+
+    srv, upload, rest, body = held_gzip("server stopped while a /gzip body stalls")
+    srv.send_signal(signal.SIGTERM)
+    resp = upload.read_response()  # once the grace is over
+    is_(resp.status, 503, "body not in within the grace time: 503, not a silent close")
+    ok("close" in resp.tokens("Connection"), "and Connection: close")
+    upload.close()
+    srv.wait_exit("after SIGTERM")
 
 
 def main():
@@ -81,6 +120,8 @@ def main():
     stop.set()
     for w in workers:
         w.join(5)
+
+    test_held_gzip()
 
 
 run(main)

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 # Directories: /dir redirects to /dir/ keeping the query string; /dir/ serves
 # index.html; without index.html, 404 while listing is off (the default);
-# with --listing on, an HTML listing: sorted, names HTML-escaped, links
-# percent-encoded (and followable), sizes and dates shown, directories
-# linked with a trailing slash.
+# with --listing on, an HTML listing: directories first, then files, each
+# sorted by name; names HTML-escaped, links percent-encoded (and
+# followable), sizes readable with the byte count in a title, dates shown,
+# directories linked with a trailing slash; a large listing gzipped for a
+# client that accepts gzip.
 import html
 import html.parser
 import os
 import re
 import urllib.parse
 
-from harness import Server, comparable_headers, is_, like, ok, run
+from harness import Server, comparable_headers, gunzip, is_, like, ok, run
 
 INDEX = b"<!doctype html><title>dir</title><p>the index</p>\n"
 FILES = {
@@ -158,9 +160,10 @@ def test_listing_on(srv):
         srv.write_file("list/%s/inner.txt" % d, b"inner of " + d.encode())
     resp, page, entries = fetch_listing(srv, "/list/")
     names = [text.rstrip("/") for _, text, _ in entries]
-    want = sorted(list(LISTED) + LISTED_DIRS, key=lambda n: n.encode("utf-8"))
+    by_name = lambda n: n.encode("utf-8")
+    want = sorted(LISTED_DIRS, key=by_name) + sorted(LISTED, key=by_name)
     is_(sorted(names), sorted(want), "listing: every entry, and only those")
-    is_(names, want, "listing: sorted by name")
+    is_(names, want, "listing: directories first, then files, each sorted by name")
 
     # HTML escaping: the raw page has no unescaped special name.
     for raw in ("<x>", "&\"'", "d<&>", "<d&>"):
@@ -201,6 +204,10 @@ def test_listing_on(srv):
                "listing: %r: its size %d is shown" % (name, size), "row text %r" % rest)
             ok("2001" in rest, "listing: %r: its date (2001) is shown" % name,
                "row text %r" % rest)
+    # readable sizes, the exact count in a title
+    like(page, r'title="12345 bytes">12\.1 KiB<',
+         "listing: 12345 bytes read 12.1 KiB, exactly in a title")
+    like(page, r'title="3 bytes">3 B<', "listing: 3 bytes read 3 B")
 
     # the escaped directory's own listing escapes its title
     _, page, entries = fetch_listing(srv, "/list/d%3C%26%3E/")
@@ -233,6 +240,50 @@ def test_listing_on(srv):
         "listing with a dangling symlink and a FIFO: every entry")
 
 
+def test_sizes(srv):
+    cases = [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (8192, "8.0 KiB"),
+             (1258291, "1.2 MiB"), (1048575, "1.0 MiB"), (5 << 30, "5.0 GiB")]
+    for size, shown in cases:
+        srv.sparse_file("sizes/%d.bin" % size, size)
+    _, page, _ = fetch_listing(srv, "/sizes/")
+    for size, shown in cases:
+        like(page, r'title="%d bytes">%s<' % (size, re.escape(shown)),
+             "listing: %d bytes read %s" % (size, shown))
+
+
+def test_large_listing_gzipped(srv):
+    """20,000 entries, some 2 MB of HTML: gzipped for a client that accepts
+    it, the same page as the identity one."""
+    os.makedirs(srv.path("big"))
+    for i in range(20000):
+        open(srv.path("big/file-with-a-rather-long-name-%05d.txt" % i), "wb").close()
+    plain = srv.get("/big/")
+    is_(plain.status, 200, "large listing: 200")
+    ok(len(plain.body) > 2000000, "large listing: over 2 MB", "%d bytes" % len(plain.body))
+    ok(not plain.has_header("Content-Encoding"), "large listing without Accept-Encoding: identity")
+    ok("accept-encoding" in plain.tokens("Vary"), "large listing: Vary: Accept-Encoding")
+    for accept in ("gzip", "gzip, br", "*"):
+        gz = srv.get("/big/", headers={"Accept-Encoding": accept})
+        is_(gz.header("Content-Encoding"), "gzip",
+            "large listing, Accept-Encoding: %s: gzipped" % accept)
+        is_(gz.header("Content-Length"), str(len(gz.body)),
+            "large listing gzipped: Content-Length of the gzip body")
+        ok(len(gz.body) < len(plain.body) // 5, "large listing gzipped: much smaller",
+           "%d of %d bytes" % (len(gz.body), len(plain.body)))
+        is_(gunzip(gz.body), plain.body, "large listing gzipped: the same page inflated")
+        ok("accept-encoding" in gz.tokens("Vary"), "large listing gzipped: Vary")
+    head = srv.head("/big/", headers={"Accept-Encoding": "gzip"})
+    get = srv.get("/big/", headers={"Accept-Encoding": "gzip"})
+    is_(comparable_headers(head), comparable_headers(get), "large listing gzipped: HEAD like GET")
+    no = srv.get("/big/", headers={"Accept-Encoding": "gzip;q=0"})
+    is_((no.header("Content-Encoding"), no.body), (None, plain.body),
+        "large listing, gzip;q=0: identity")
+    # below gzip_min_size a listing goes out as it is
+    small = srv.get("/list/empty/", headers={"Accept-Encoding": "gzip"})
+    ok(small.status == 200 and not small.has_header("Content-Encoding"),
+       "a listing smaller than gzip_min_size: identity", "%d bytes" % len(small.body))
+
+
 def main():
     with Server(files=FILES, name="server, listing off (default)") as srv:
         test_redirects(srv)
@@ -242,6 +293,8 @@ def main():
     with Server(files=FILES, args=["--listing", "on"], name="server, --listing on") as srv:
         test_redirects(srv)
         test_listing_on(srv)
+        test_sizes(srv)
+        test_large_listing_gzipped(srv)
 
 
 run(main)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # workers = 2: /stats and /metrics answer for the whole server from either
 # worker. Known traffic, half on a connection each worker holds, adds up
-# exactly in both outputs whichever worker answers; the top client's
+# exactly in both outputs whichever worker answers, and at once: the
+# answering worker has the other publish first; the top client's
 # connections over both workers are counted once; a SIGKILLed worker's
 # replacement carries its predecessor's totals, so no counter of /metrics
 # ever goes back between two scrapes; promtool accepts the exposition; and a
@@ -131,6 +132,32 @@ def test_adds_up(srv, n):
        "its merged buckets are cumulative up to its count")
 
 
+def test_exact_at_once(srv, n):
+    """N GETs, half on each worker's connection, then /stats at once from
+    either: both count exactly N more (and the /stats the test asked),
+    with no wait for the next periodic publication."""
+    held = conns_on_both(srv)
+    ok(held, "a connection held by each worker")
+    if not held:
+        return
+    ask = lambda w: json.loads(held[w].roundtrip("GET", "/stats").body)
+    before = figures(ask(1))
+    statuses = []
+    for w in (1, 2):
+        statuses += [held[w].roundtrip("GET", "/f.txt").status for _ in range(n // 2)]
+    is_(statuses, [200] * n, "%d file GETs, half on each worker's connection" % n)
+    # Worker 2 served the last of them just now: worker 1 must ask for them.
+    for asked, (w, want) in enumerate(((1, 1), (2, 2))):
+        f = figures(ask(w))
+        is_(f["static_2xx"] - before["static_2xx"], n,
+            "worker %d at once: the static 2xx of both workers, exactly %d more" % (w, n))
+        is_(f["requests"] - before["requests"], n + want,
+            "worker %d at once: requests exactly %d more (and the /stats asked)" % (w, n))
+        is_(f["by_worker"], f["requests"], "worker %d: the per-worker counts add up" % w)
+    for c in held.values():
+        c.close()
+
+
 def test_top_clients(srv, k):
     """K idle keep-alive connections spread over both workers: the top client
     (this host) holds them all, and every connection is counted once."""
@@ -249,6 +276,7 @@ def main():
                 name="two-worker server") as srv:
         ok(poll(lambda: srv.stats().get("workers") == 2), "/stats says workers = 2")
         test_adds_up(srv, 60)
+        test_exact_at_once(srv, 200)
         test_top_clients(srv, 12)
         promtool_check(metrics(srv)[2], "promtool check metrics with workers = 2")
         test_restart(srv)
