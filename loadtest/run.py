@@ -48,6 +48,10 @@ def parse_args():
     ap.add_argument("--attacks", help="comma-separated attacks of scenario 4 to run: "
                     "hog,silent,head,body,reader,files,gzip,bulk,paced (default all)")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache variant")
+    ap.add_argument("--behind-haproxy", action="store_true",
+                    help="the attacks with Debian's haproxy in front of unclog, running "
+                    "docs/haproxy.cfg: with the PROXY protocol, and without it (every client "
+                    "one), beside unclog direct; no peers")
     ap.add_argument("--nice", type=int, default=-10 if os.geteuid() == 0 else 0,
                     help="nice value for everything started (default -10 as root, else 0)")
     ap.add_argument("--replot", action="store_true",
@@ -71,6 +75,9 @@ def mode_settings(args):
         settings["fair"] = [p for p in args.fair.split(",") if p]
     if args.no_peers:
         settings["peers"] = False
+        settings["attack_peers"] = []
+    if args.behind_haproxy:
+        settings["behind_haproxy"] = True
         settings["attack_peers"] = []
     if args.attacks:
         settings["attacks"] = args.attacks.split(",")

@@ -122,7 +122,13 @@ ATTACK_FIGURES = ATTACK_FIELDS[5:-1]  # the columns that have medians
 def configs(session):
     """unclog's defaults, its fifo 64k "damage" row, and the mode's peers."""
     s = session.settings
-    rows = [unclog("auto", scheduler="fair", cache=True, loop=True),  # the defaults (access log off)
+    defaults = unclog("auto", scheduler="fair", cache=True, loop=True)  # (access log off)
+    if s.get("behind_haproxy"):
+        # The defaults direct, behind the balancer with the PROXY protocol, and
+        # behind it without (every client is the balancer's one address).
+        return [defaults, dataclasses.replace(defaults, balancer="haproxy"),
+                dataclasses.replace(defaults, balancer="haproxy, no PROXY")]
+    rows = [defaults,
             unclog("64k", cache=True)]  # scheduler fifo, partition 64k, the seed's send buffer
     return rows + attack_peers(session.warnings, s["attack_peers"])
 

@@ -17,7 +17,7 @@ import string
 import time
 import urllib.request
 
-from . import FIXTURES, HERE, TEMPLATES
+from . import FIXTURES, HERE, TEMPLATES, TOP
 
 # nginx's ways of reading a file: the directives put in the template's $variant.
 NGINX_VARIANTS = {
@@ -39,6 +39,9 @@ class Config:
     # lighttpd, h2o: "defaults"
     cache: bool = False  # unclog's small-file cache (off: every read meets the pool)
     loop: bool = False  # unclog's loop_reads (off: every read meets the pool, as in the seed)
+    # unclog: behind Debian's haproxy running docs/haproxy.cfg: "haproxy" (the
+    # PROXY protocol, proxy_protocol_from its address) or "haproxy, no PROXY"
+    balancer: str = ""
     workers: int = 1
     pinned: bool = True  # server on CPU 0 and its load on CPU 1 (when there are two)
     scheduler: str = "fifo"  # unclog: the order of pool jobs (fifo: libuv's own)
@@ -50,6 +53,7 @@ class Config:
         label = f"{self.server} {self.setting}" + (" fair" if self.scheduler == "fair" else "")
         label += " +cache" if self.cache else ""
         label += " +loop" if self.loop else ""
+        label += f" (behind {self.balancer})" if self.balancer else ""
         label += "".join(" " + f for f in self.flags)
         if self.workers != 1 or not self.pinned:
             label += f" workers {self.workers}" + ("" if self.pinned else " (not pinned)")
@@ -65,8 +69,9 @@ class Config:
         rest = rest[:rest.index(" --")] if flags else rest
         words = rest.split()
         workers = int(words[words.index("workers") + 1]) if "workers" in words else 1
+        balancer = re.search(r"\(behind ([^)]*)\)", rest)
         return cls(server, words[0], cache="+cache" in words, loop="+loop" in words,
-                   workers=workers,
+                   balancer=balancer[1] if balancer else "", workers=workers,
                    pinned="(not pinned)" not in rest,
                    scheduler="fair" if "fair" in words else "fifo", flags=flags)
 
@@ -143,6 +148,7 @@ class Server:
         self.label = config.label
         self.gzip = config.server in ("unclog", "node")  # answers POST /gzip
         self.proc = self.port = self.logpath = self.tag = None
+        self.balancer = None  # haproxy's process, in front of it
 
     def start(self, tag):
         """Spawns it (logs and configs named after tag) and waits until it listens."""
@@ -154,6 +160,31 @@ class Server:
             self.proc = self.session.procs.spawn(
                 cmd, cpu=0 if self.config.pinned else None, stdout=logf, stderr=logf, env=env)
         self.port = self._wait_connect(port) if port else self._wait_listening()
+        if self.config.balancer:
+            self.port = self._haproxy(tag, self.port)
+
+    def _haproxy(self, tag, backend):
+        """Debian's haproxy running docs/haproxy.cfg in front of BACKEND: its bind and
+        server lines pointed here, its health check at /1k.bin (the fixtures have no
+        index), without send-proxy-v2 for "no PROXY". Returns the port it listens on."""
+        with open(os.path.join(TOP, "docs", "haproxy.cfg")) as f:
+            text = f.read()
+        port = free_port()
+        text = re.sub(r"(?m)^    bind :80$", f"    bind 127.0.0.1:{port}", text)
+        text = re.sub(r"(?m)^    server web1 \S+$", f"    server web1 127.0.0.1:{backend}", text)
+        text = re.sub(r"(?m)^    server web2 \S+\n", "", text)
+        text = text.replace("uri / ", "uri /1k.bin ")
+        if "no PROXY" in self.config.balancer:
+            text = text.replace(" send-proxy-v2", "")
+        conf = os.path.join(self.session.tmp, f"{tag}.haproxy.cfg")
+        with open(conf, "w") as f:
+            f.write(text)
+        out = os.path.join(self.session.tmp, f"{tag}.haproxy.log")
+        haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
+        with open(out, "w") as logf:
+            self.balancer = self.session.procs.spawn([haproxy, "-db", "-f", conf], cpu=0,
+                                                     stdout=logf, stderr=logf)
+        return self._wait_connect(port)
 
     def _unclog(self, tag):
         c, s = self.config, self.session
@@ -168,7 +199,9 @@ class Server:
                # fifo rows are the seed's server: the kernel's own send buffer.
                *(("--send-buffer", "off") if c.scheduler == "fifo" else ()), *c.flags,
                "--file-cache", "on" if c.cache else "off",
-               "--loop-reads", "on" if c.loop else "off"]
+               "--loop-reads", "on" if c.loop else "off",
+               *(("--proxy-protocol-from", "127.0.0.1")
+                 if c.balancer and "no PROXY" not in c.balancer else ())]
         return cmd, None, self.logpath, None
 
     def _nginx(self, tag):
@@ -267,6 +300,9 @@ class Server:
 
     def stop(self):
         """SIGTERM, grace, SIGKILL; an unclog master's workers go with it."""
+        if self.balancer is not None:
+            self.session.procs.stop(self.balancer)  # haproxy -db ends by the signal itself
+            self.balancer = None
         if self.proc is None:
             return
         rc, orphans = self.session.procs.stop(self.proc)
