@@ -8,7 +8,7 @@
 #   make deps         install the Debian packages the build needs (root)
 #   make loadtest     the fairness experiment, quick pass (see loadtest/README.md)
 #   make format-check clang-format dry run
-#   make clean        build/; make distclean: the load tests' fixtures too (~620 MB)
+#   make clean        build/; make distclean: the load tests' fixtures too (~340 MB)
 #   make tools        every binary and page a documented target builds (CI)
 #   make install      binary, man page, config, example site, systemd unit
 #                     (PREFIX=/usr/local, DESTDIR; see install.mk); make uninstall
@@ -221,7 +221,7 @@ format-check:
 clean:
 	rm -rf build
 
-# The load tests' fixtures too (loadtest/fixtures/, about 620 MB once the
+# The load tests' fixtures too (loadtest/fixtures/, about 340 MB once the
 # attacks have run): made again by the next load test.
 distclean: clean
 	rm -rf loadtest/fixtures
