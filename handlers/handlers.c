@@ -7,8 +7,8 @@
 #include "handlers/observe/dashboard.h"
 #include "handlers/observe/settings.h"
 #include "handlers/observe/stats.h"
-#include "handlers/static/static.h"
+#include "handlers/files/files.h"
 
 const struct module *const handler_modules[] = {
-    &gzip_module, &stats_module, &settings_module, &dashboard_module, &static_module, NULL,
+    &gzip_module, &stats_module, &settings_module, &dashboard_module, &files_module, NULL,
 };

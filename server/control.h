@@ -21,7 +21,7 @@
 #include <sys/types.h>
 
 #include "server/base/config.h"
-#include "server/base/history.h"
+#include "server/base/timeline.h"
 
 #define CONTROL_VALUE_MAX 64 /* a live value's text, NUL included */
 

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "server/base/config.h"
-#include "server/base/history.h"
+#include "server/base/timeline.h"
 #include "server/http/conn.h"
 #include "server/base/snapshot.h"
 #include "server/base/util.h"
@@ -79,7 +79,7 @@ void *server_module_state(const struct server *srv, const struct module *m);
 bool server_setting_changed(const struct server *srv, size_t key, uint64_t *uptime_ms);
 
 /* What the dashboard plots over the last two minutes and the last setting
- * changes (server/base/history.h), sampled every HISTORY_PERIOD_MS. */
+ * changes (server/base/timeline.h), sampled every HISTORY_PERIOD_MS. */
 const struct history *server_history(struct server *srv);
 
 /* Appends every figure the server shows to S (server/base/snapshot.h):

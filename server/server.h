@@ -9,7 +9,7 @@
 
 #include "server/pool/budget.h"
 #include "server/base/config.h"
-#include "server/base/history.h"
+#include "server/base/timeline.h"
 #include "server/pool/gateway.h"
 #include "server/base/log.h"
 #include "server/http/clients.h"

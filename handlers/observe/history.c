@@ -4,7 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "server/base/history.h"
+#include "server/base/timeline.h"
 #include "server/base/util.h"
 
 /* The value of since= in TARGET's query into *SINCE (0 without one).

@@ -7,7 +7,7 @@
 #include "server/base/util.h"
 
 /* Histogram bounds: every power of two of microseconds from 2^0 (1 µs) to
- * 2^LE_POW_MAX (about 67 s). The counts there are exact: hist.h has a
+ * 2^LE_POW_MAX (about 67 s). The counts there are exact: loghist.h has a
  * bucket boundary at each power of two, and values are whole microseconds
  * (truncated), so "below 2^n µs" is "at most 2^n µs" but for a duration of
  * exactly 2^n µs. */

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/base/hist.h"
+#include "server/base/loghist.h"
 
 enum snap_kind {
     SNAP_GAUGE,     /* a value now */

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "server/base/hist.h"
+#include "server/base/loghist.h"
 #include "server/pool/sched.h"
 
 /* The one path to libuv's threadpool. Every job states its class and its

@@ -1,4 +1,4 @@
-/* libFuzzer target: path_resolve and path_encode (handlers/static/path.c).
+/* libFuzzer target: path_resolve and path_encode (handlers/files/path.c).
  *
  * Input: one byte choosing the size of the output buffer, then the target.
  * Beyond "no crash", a resolved path must be clean (no empty, "." or ".."
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "handlers/static/path.h"
+#include "handlers/files/path.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

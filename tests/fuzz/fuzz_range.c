@@ -1,5 +1,5 @@
-/* libFuzzer target: Range and conditional-header parsing (handlers/static/range.c,
- * handlers/static/cond.c, server/base/http_date.c).
+/* libFuzzer target: Range and conditional-header parsing (handlers/files/range.c,
+ * handlers/files/cond.c, server/base/http_date.c).
  *
  * Input: eight bytes of representation size, then the header value. The
  * ranges returned must lie inside the representation, in number at most
@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "handlers/static/cond.h"
+#include "handlers/files/cond.h"
 #include "server/base/http_date.h"
-#include "handlers/static/range.h"
+#include "handlers/files/range.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

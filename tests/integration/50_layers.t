@@ -22,7 +22,7 @@ ROOMS = {
 # What a handler may include from the core: the module API, the connection,
 # pool submissions and sources, and the base helpers.
 PUBLIC = {"server/module.h", "server/http/conn.h", "server/pool/gateway.h", "server/pool/pump.h",
-          "server/base/config.h", "server/base/hist.h", "server/base/history.h",
+          "server/base/config.h", "server/base/loghist.h", "server/base/timeline.h",
           "server/base/snapshot.h", "server/base/http_date.h", "server/base/log.h",
           "server/base/util.h"}
 

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "handlers/static/cond.h"
+#include "handlers/files/cond.h"
 #include "server/base/http_date.h"
 #include "tests/tap.h"
 

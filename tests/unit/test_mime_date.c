@@ -1,6 +1,6 @@
 /* MIME lookup and HTTP dates. */
 #include "server/base/http_date.h"
-#include "../../handlers/static/mime.c"
+#include "../../handlers/files/mime.c"
 #include "tests/tap.h"
 
 static void test_mime(void)

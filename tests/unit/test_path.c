@@ -1,7 +1,7 @@
 /* Request-target -> path under the root. */
 #include <errno.h>
 
-#include "handlers/static/path.h"
+#include "handlers/files/path.h"
 #include "tests/tap.h"
 
 int main(void)

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "handlers/static/range.h"
+#include "handlers/files/range.h"
 #include "tests/tap.h"
 
 #define SIZE  10000                         /* the representation most cases are asked against */

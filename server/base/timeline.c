@@ -1,4 +1,4 @@
-#include "server/base/history.h"
+#include "server/base/timeline.h"
 
 #include <stdio.h>
 

@@ -1,4 +1,4 @@
-#include "handlers/static/path.h"
+#include "handlers/files/path.h"
 
 #include <errno.h>
 #include <stdio.h>

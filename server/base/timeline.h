@@ -1,5 +1,5 @@
-#ifndef UNCLOG_HISTORY_H
-#define UNCLOG_HISTORY_H
+#ifndef UNCLOG_TIMELINE_H
+#define UNCLOG_TIMELINE_H
 
 /* What the dashboard plots, kept in fixed memory: a ring of samples taken
  * every HISTORY_PERIOD_MS (the page's own poll) over the last

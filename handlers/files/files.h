@@ -1,5 +1,5 @@
-#ifndef UNCLOG_STATIC_H
-#define UNCLOG_STATIC_H
+#ifndef UNCLOG_FILES_H
+#define UNCLOG_FILES_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -10,10 +10,10 @@
 /* GET/HEAD of a file under the root, the fallback route: the path is
  * resolved on the loop, the file opened and fstat'ed in one threadpool job,
  * then streamed by the pump. The module's state is the small-file cache. */
-extern const struct module static_module;
+extern const struct module files_module;
 
-/* The module's keys (static_module.config fills it). */
-struct static_config {
+/* The module's keys (files_module.config fills it). */
+struct files_config {
     bool listing;            /* HTML index of directories without index.html */
     bool dotfiles;           /* serve and list hidden names (path_hidden) */
     bool gzip_files;         /* compress compressible files on the fly */

@@ -3,7 +3,7 @@
 
 #include <stdint.h>
 
-#include "handlers/static/range.h"
+#include "handlers/files/range.h"
 #include "server/pool/pump.h"
 
 #define BYTERANGES_BOUNDARY_LEN 24

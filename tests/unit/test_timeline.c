@@ -2,7 +2,7 @@
  * oldest first, bounded, the oldest giving way. */
 #include <stdint.h>
 
-#include "server/base/history.h"
+#include "server/base/timeline.h"
 #include "tests/tap.h"
 
 static void test_samples(void)

@@ -1,4 +1,4 @@
-#include "handlers/static/cond.h"
+#include "handlers/files/cond.h"
 
 #include <stdio.h>
 #include <string.h>

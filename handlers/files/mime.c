@@ -1,4 +1,4 @@
-#include "handlers/static/mime.h"
+#include "handlers/files/mime.h"
 
 #include <stdlib.h>
 #include <string.h>

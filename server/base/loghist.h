@@ -1,5 +1,5 @@
-#ifndef UNCLOG_HIST_H
-#define UNCLOG_HIST_H
+#ifndef UNCLOG_LOGHIST_H
+#define UNCLOG_LOGHIST_H
 
 /* Log-scale histograms of durations over a sliding window, in fixed memory:
  * nothing is allocated per value. A value lands in one of four buckets per

@@ -1,4 +1,4 @@
-#include "server/base/hist.h"
+#include "server/base/loghist.h"
 
 #include <stdbool.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "handlers/static/cache.h"
+#include "handlers/files/cache.h"
 
 #include <errno.h>
 #include <stdlib.h>

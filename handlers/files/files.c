@@ -1,4 +1,4 @@
-#include "handlers/static/static.h"
+#include "handlers/files/files.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,15 +14,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "handlers/static/byteranges.h"
-#include "handlers/static/cache.h"
-#include "handlers/static/cond.h"
+#include "handlers/files/byteranges.h"
+#include "handlers/files/cache.h"
+#include "handlers/files/cond.h"
 #include "handlers/gzip.h"
 #include "server/base/http_date.h"
-#include "handlers/static/listing.h"
-#include "handlers/static/mime.h"
-#include "handlers/static/path.h"
-#include "handlers/static/range.h"
+#include "handlers/files/listing.h"
+#include "handlers/files/mime.h"
+#include "handlers/files/path.h"
+#include "handlers/files/range.h"
 #include "server/base/log.h"
 #include "server/base/util.h"
 
@@ -73,16 +73,16 @@ struct open_job {
 };
 
 /* The module's state: the file cache, and what reads on the loop use. */
-struct static_state {
+struct files_state {
     struct cache cache;
     int root_fd;   /* the root: what opens on the loop stay beneath; or -1 */
     char *scratch; /* a body read on the loop, until the response copies it */
     size_t scratch_cap;
 };
 
-static struct static_state *state_of(const struct server *srv)
+static struct files_state *state_of(const struct server *srv)
 {
-    return server_module_state(srv, &static_module);
+    return server_module_state(srv, &files_module);
 }
 
 static struct cache *file_cache(const struct server *srv)
@@ -319,18 +319,18 @@ struct rep {
     char etag[ETAG_LEN + 2];
 };
 
-static const struct config_table static_config_table;
+static const struct config_table files_config_table;
 
 /* The running values of the module's keys. */
-static const struct static_config *static_config_of(const struct server *srv)
+static const struct files_config *files_config_of(const struct server *srv)
 {
-    return config_block(server_config(srv), &static_config_table);
+    return config_block(server_config(srv), &files_config_table);
 }
 
 static void choose_rep(struct conn *c, struct file *f, const char *type, struct rep *rep,
                        bool *vary)
 {
-    const struct static_config *cfg = static_config_of(conn_server(c));
+    const struct files_config *cfg = files_config_of(conn_server(c));
     const struct request *req = conn_request(c);
     *rep = (struct rep){.fd = f->fd, .st = &f->st};
     *vary = (cfg->gzip_files || cfg->gzip_static) && compressible(type, cfg->gzip_types);
@@ -358,7 +358,7 @@ static void choose_rep(struct conn *c, struct file *f, const char *type, struct 
 /* Validators and the other headers every file response carries. */
 static void file_headers(struct conn *c, const struct rep *rep, time_t mtime, bool vary)
 {
-    const struct static_config *cfg = static_config_of(conn_server(c));
+    const struct files_config *cfg = files_config_of(conn_server(c));
     char modified[HTTP_DATE_LEN];
     time_t now = server_date_time(conn_server(c)); /* the second the Date header shows */
     /* A clock skewed into the future is not a modification date (RFC 9110 8.8.2.1). */
@@ -484,7 +484,7 @@ static void send_file(struct conn *c, struct file *f, const char *type)
 /* Whether a listing may be gzipped, for a client that accepts it. */
 static bool listing_varies(const struct server *srv)
 {
-    const struct static_config *cfg = static_config_of(srv);
+    const struct files_config *cfg = files_config_of(srv);
     return cfg->gzip_files && compressible(LISTING_TYPE, cfg->gzip_types);
 }
 
@@ -579,7 +579,7 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
     char key[PATH_MAX + 2];
     cache_key(j, key, sizeof key);
     const struct cache_entry *e = cache_lookup(file_cache(srv), key, server_now_ms(srv));
-    if (e == NULL || (gzip_possible && compressible(e->type, static_config_of(srv)->gzip_types)))
+    if (e == NULL || (gzip_possible && compressible(e->type, files_config_of(srv)->gzip_types)))
         return false;
     struct file f = {.st = e->st, .fd = -1, .body = e->body, .gz_fd = -1};
     send_file(c, &f, e->type);
@@ -592,7 +592,7 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
  * cached body), and only while the budget has room for it (else the pump
  * reads the file). Takes that much of the budget for client FLOW; the
  * open gives it back. */
-static size_t first_piece(struct server *srv, const struct static_config *cfg, uint64_t flow)
+static size_t first_piece(struct server *srv, const struct files_config *cfg, uint64_t flow)
 {
     struct pump_env *env = server_pump_env(srv);
     bool short_waiting = gateway_short_waiting(env->gateway, false);
@@ -622,10 +622,10 @@ static int open_on_loop(struct server *srv, const struct open_job *j)
  * and its body read there if it fits the first piece (a larger one goes to
  * the pump, which reads it on the pool). Returns true when it answered. */
 static bool serve_on_loop(struct conn *c, struct open_job *j, const struct request *req,
-                          const struct static_config *cfg)
+                          const struct files_config *cfg)
 {
     struct server *srv = conn_server(c);
-    struct static_state *st = state_of(srv);
+    struct files_state *st = state_of(srv);
     struct file f = {.fd = open_on_loop(srv, j), .gz_fd = -1};
     if (f.fd < 0)
         return false;
@@ -662,10 +662,10 @@ fail_close:
     return false;
 }
 
-static int static_on_request(struct conn *c, const struct request *req)
+static int files_on_request(struct conn *c, const struct request *req)
 {
     struct server *srv = conn_server(c);
-    const struct static_config *cfg = static_config_of(srv);
+    const struct files_config *cfg = files_config_of(srv);
     struct open_job *j = malloc(sizeof *j);
     if (j == NULL)
         return 503;
@@ -743,10 +743,10 @@ static int static_on_request(struct conn *c, const struct request *req)
     return 0;
 }
 
-static int static_init(struct server *srv, void **state)
+static int files_init(struct server *srv, void **state)
 {
-    const struct static_config *cfg = static_config_of(srv);
-    struct static_state *st = malloc(sizeof *st);
+    const struct files_config *cfg = files_config_of(srv);
+    struct files_state *st = malloc(sizeof *st);
     if (st == NULL)
         return -ENOMEM;
     st->scratch = NULL;
@@ -763,10 +763,10 @@ static int static_init(struct server *srv, void **state)
     return 0;
 }
 
-static void static_reload(struct server *srv, void *state)
+static void files_reload(struct server *srv, void *state)
 {
-    const struct static_config *cfg = static_config_of(srv);
-    struct static_state *st = state;
+    const struct files_config *cfg = files_config_of(srv);
+    struct files_state *st = state;
     int err = cache_configure(&st->cache, cfg->file_cache, cfg->file_cache_max_file,
                               cfg->file_cache_size);
     if (st->root_fd < 0)
@@ -775,15 +775,15 @@ static void static_reload(struct server *srv, void *state)
         log_warn("file cache off: inotify: %s", strerror(-err));
 }
 
-static void static_stats(const struct server *srv, const void *state, struct snapshot *out)
+static void files_stats(const struct server *srv, const void *state, struct snapshot *out)
 {
-    const struct static_state *st = state;
+    const struct files_state *st = state;
     cache_stats(&st->cache, out);
 }
 
-static void static_fini(struct server *srv, void *state)
+static void files_fini(struct server *srv, void *state)
 {
-    struct static_state *st = state;
+    struct files_state *st = state;
     cache_free(&st->cache);
     if (st->root_fd >= 0)
         close(st->root_fd);
@@ -791,50 +791,50 @@ static void static_fini(struct server *srv, void *state)
     free(st);
 }
 
-static const struct route static_routes[] = {
+static const struct route files_routes[] = {
     {.path = NULL,
      .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
      .allow = "GET, HEAD",
-     .on_request = static_on_request},
+     .on_request = files_on_request},
     {0},
 };
 
-static const struct config_key static_keys[] = {
-    {"listing", CONFIG_BOOL, CONFIG_FIELD(struct static_config, listing), 0, 0, "off", "on|off",
+static const struct config_key files_keys[] = {
+    {"listing", CONFIG_BOOL, CONFIG_FIELD(struct files_config, listing), 0, 0, "off", "on|off",
      "HTML listing of directories without index.html", CONFIG_RELOAD, NULL},
-    {"dotfiles", CONFIG_BOOL, CONFIG_FIELD(struct static_config, dotfiles), 0, 0, "off", "on|off",
+    {"dotfiles", CONFIG_BOOL, CONFIG_FIELD(struct files_config, dotfiles), 0, 0, "off", "on|off",
      "serve and list names starting with '.' (off: 404, but /.well-known/ is served)",
      CONFIG_RELOAD, NULL},
-    {"gzip_files", CONFIG_BOOL, CONFIG_FIELD(struct static_config, gzip_files), 0, 0, "on",
-     "on|off", "gzip compressible files on the fly when the client accepts it", CONFIG_LIVE, NULL},
-    {"gzip_static", CONFIG_BOOL, CONFIG_FIELD(struct static_config, gzip_static), 0, 0, "on",
+    {"gzip_files", CONFIG_BOOL, CONFIG_FIELD(struct files_config, gzip_files), 0, 0, "on", "on|off",
+     "gzip compressible files on the fly when the client accepts it", CONFIG_LIVE, NULL},
+    {"gzip_static", CONFIG_BOOL, CONFIG_FIELD(struct files_config, gzip_static), 0, 0, "on",
      "on|off", "send FILE.gz instead of FILE when it exists", CONFIG_LIVE, NULL},
-    {"gzip_min_size", CONFIG_SIZE, CONFIG_FIELD(struct static_config, gzip_min_size), 1, GIB, "1k",
+    {"gzip_min_size", CONFIG_SIZE, CONFIG_FIELD(struct files_config, gzip_min_size), 1, GIB, "1k",
      "SIZE", "smallest file compressed on the fly", CONFIG_RELOAD, NULL},
-    {"gzip_types", CONFIG_STRING, CONFIG_FIELD(struct static_config, gzip_types), 0, 0,
+    {"gzip_types", CONFIG_STRING, CONFIG_FIELD(struct files_config, gzip_types), 0, 0,
      "text/* application/json application/javascript application/xml image/svg+xml "
      "application/wasm",
      "'TYPE ...'", "media types compressed on the fly (text/* matches any text/...)", CONFIG_RELOAD,
      NULL},
-    {"cache_control", CONFIG_STRING, CONFIG_FIELD(struct static_config, cache_control), 0, 0, "off",
+    {"cache_control", CONFIG_STRING, CONFIG_FIELD(struct files_config, cache_control), 0, 0, "off",
      "VALUE|off", "Cache-Control header of file responses", CONFIG_RELOAD, NULL},
-    {"file_cache", CONFIG_BOOL, CONFIG_FIELD(struct static_config, file_cache), 0, 0, "on",
-     "on|off", "keep small files in memory (kept fresh with inotify)", CONFIG_LIVE, NULL},
-    {"file_cache_max_file", CONFIG_SIZE, CONFIG_FIELD(struct static_config, file_cache_max_file), 1,
+    {"file_cache", CONFIG_BOOL, CONFIG_FIELD(struct files_config, file_cache), 0, 0, "on", "on|off",
+     "keep small files in memory (kept fresh with inotify)", CONFIG_LIVE, NULL},
+    {"file_cache_max_file", CONFIG_SIZE, CONFIG_FIELD(struct files_config, file_cache_max_file), 1,
      GIB, "64k", "SIZE", "largest file the cache keeps", CONFIG_RELOAD, NULL},
-    {"file_cache_size", CONFIG_SIZE, CONFIG_FIELD(struct static_config, file_cache_size), 1, GIB,
+    {"file_cache_size", CONFIG_SIZE, CONFIG_FIELD(struct files_config, file_cache_size), 1, GIB,
      "32m", "SIZE", "memory for all cached files", CONFIG_RELOAD, NULL},
 };
 
-static const struct config_table static_config_table =
-    CONFIG_TABLE("static", static_keys, struct static_config);
+static const struct config_table files_config_table =
+    CONFIG_TABLE("static", files_keys, struct files_config);
 
-const struct module static_module = {
+const struct module files_module = {
     .name = "static",
-    .routes = static_routes,
-    .config = &static_config_table,
-    .init = static_init,
-    .reload = static_reload,
-    .stats = static_stats,
-    .fini = static_fini,
+    .routes = files_routes,
+    .config = &files_config_table,
+    .init = files_init,
+    .reload = files_reload,
+    .stats = files_stats,
+    .fini = files_fini,
 };

@@ -1,4 +1,4 @@
-#include "handlers/static/byteranges.h"
+#include "handlers/files/byteranges.h"
 
 #include "server/base/util.h"
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "handlers/static/range.h"
+#include "handlers/files/range.h"
 
 #include "server/base/util.h"
 #include <string.h>

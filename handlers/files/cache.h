@@ -11,7 +11,7 @@
  *
  * Freshness comes from inotify, without a timer or a stat per request: the
  * pool job that fills an entry adds a watch on the file *before* reading it
- * and checks that the path still names the file it opened (static.c's
+ * and checks that the path still names the file it opened (files.c's
  * read_body says why that is exact), and every lookup first drains the
  * (non-blocking) inotify queue, evicting entries whose file changed. A
  * change that completed before a request was read is therefore always seen. What inotify cannot see

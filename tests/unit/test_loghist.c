@@ -1,7 +1,7 @@
 /* Log-scale histograms over a sliding window: buckets, percentiles, expiry. */
 #include <stdint.h>
 
-#include "server/base/hist.h"
+#include "server/base/loghist.h"
 #include "tests/tap.h"
 
 static void test_buckets(void)

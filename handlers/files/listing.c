@@ -1,4 +1,4 @@
-#include "handlers/static/listing.h"
+#include "handlers/files/listing.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <time.h>
 #include <zlib.h>
 
-#include "handlers/static/path.h"
+#include "handlers/files/path.h"
 #include "server/base/util.h"
 
 #define ENTRIES_MAX 100000 /* a bigger directory is listed in part */
