@@ -178,6 +178,10 @@ int main(int argc, char **argv)
                zlibVersion());
         return 0;
     }
+    if (action == CONFIG_KEYS) {
+        config_print_keys(&cfg, stdout);
+        return 0;
+    }
     if (action == CONFIG_ROUTES || action == CONFIG_JOB_CLASSES) {
         if (action == CONFIG_ROUTES)
             print_routes();

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make demo: the clogged threadpool, live, for a talk (README: "Giving the talk").
+"""make demo: the clogged threadpool, live, for a talk (docs/talk.md).
 
 Starts unclog with --admin on in the clogged state (partition whole,
 scheduler fifo, small-file cache off) on a demo docroot, a flood of big

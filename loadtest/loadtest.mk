@@ -11,7 +11,7 @@
 #                       gateway without HTTP: fifo and fair, piece sizes, auto
 #                       (BENCH_POOL_ARGS="SECONDS THREADS CHAINS", default 3 4 10)
 #   make loadtest-deps  install wrk, gnuplot and nginx (Debian packages)
-#   make demo           the clogging live, for a talk (README: "Giving the talk"):
+#   make demo           the clogging live, for a talk (docs/talk.md):
 #                       DEMO_ARGS="--script", "--connections 16 --flood-size 64m", ...;
 #                       DEMO_ARGS="--act attack": the second act, one client against
 #                       another (a connection hog, a small-file flood, a /gzip flood

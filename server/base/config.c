@@ -680,6 +680,10 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
             *action = arg[2] == 'r' ? CONFIG_ROUTES : CONFIG_JOB_CLASSES;
             return 0;
         }
+        if (strcmp(arg, "--keys") == 0) {
+            *action = CONFIG_KEYS;
+            return 0;
+        }
         if (is_config_flag(arg)) {
             if (++i == argc) {
                 fail(err, "%s: needs a file", arg);
@@ -751,6 +755,15 @@ static const char *when_text(enum config_when when)
     abort();
 }
 
+void config_print_keys(const struct config *cfg, FILE *out)
+{
+    static const char *const when[] = {
+        [CONFIG_RESTART] = "restart", [CONFIG_RELOAD] = "reload", [CONFIG_LIVE] = "live"};
+    const struct config_key *k;
+    for (size_t i = 0; (k = config_key_at(cfg, i)) != NULL; i++)
+        fprintf(out, "%s\t%s\t%s\n", k->name, k->fallback, when[k->when]);
+}
+
 /* The head line of a key's --help entry: "      --gzip-partition SIZE|whole". */
 static void key_spec(const struct config_key *k, char *buf, size_t len)
 {
@@ -799,6 +812,8 @@ void config_usage(const struct config *cfg, FILE *out, const char *argv0)
     static const char *const last[][2] = {
         {"      --routes", "print every route (its path, then its methods), one a line, and exit"},
         {"      --job-classes", "print the threadpool's job classes, one a line, and exit"},
+        {"      --keys", "print every configuration key, its default and when a change applies "
+                         "(live, reload or restart), tab-separated, one a line, and exit"},
         {"  -h, --help", "print this text and exit"},
         {"  -V, --version", "print the version (with libuv's and zlib's) and exit"},
     };

@@ -178,10 +178,18 @@ const struct config_key *config_find(const struct config *cfg, const char *name)
  * near enough to be a typo of it (partiton: partition), else NULL. */
 const char *config_near_key(const struct config *cfg, const char *name);
 
-/* What the command line asked for besides settings. --routes and
- * --job-classes are not in --help: they list what the man page's ENDPOINTS
- * are generated from (man/mkman.sh). */
-enum config_action { CONFIG_RUN, CONFIG_HELP, CONFIG_VERSION, CONFIG_ROUTES, CONFIG_JOB_CLASSES };
+/* What the command line asked for besides settings. --routes, --job-classes
+ * and --keys print what the man page (man/mkman.sh) and the reference
+ * (docs/reference.md, checked by 59_docs.t) are generated from or checked
+ * against. */
+enum config_action {
+    CONFIG_RUN,
+    CONFIG_HELP,
+    CONFIG_VERSION,
+    CONFIG_ROUTES,
+    CONFIG_JOB_CLASSES,
+    CONFIG_KEYS
+};
 
 /* Fills CFG with every key's default, from TABLES (core first, then each
  * module's; NULL-terminated; kept, so static). Aborts if the tables break
@@ -237,6 +245,10 @@ int config_load(struct config *cfg, const struct config_table *const *tables, in
  * differed go to CHANGED (LEN bytes, space-separated, "" when none). */
 void config_keep_restart_keys(struct config *next, const struct config *cur, char *changed,
                               size_t len);
+
+/* --keys: every key of CFG's tables, one a line, "NAME\tDEFAULT\tWHEN" with
+ * WHEN live, reload or restart. */
+void config_print_keys(const struct config *cfg, FILE *out);
 
 /* Writes the --help text, generated from CFG's tables, to OUT. */
 void config_usage(const struct config *cfg, FILE *out, const char *argv0);

@@ -10,7 +10,9 @@
 # the hog, the hog refused or evicted (its own summary and /stats), the slow
 # reader holding connections and refused beyond the limit, nothing left
 # running; its lines in time order, within 120 columns; a taken port and a
-# busy machine warned at start. Also build/probe --flood on its own.
+# busy machine warned at start. Also build/probe --flood on its own, and
+# the README's own command, README_DEMO, through make (59_docs.t checks
+# that every command of the README is run by CI or a test).
 #
 # Needs build/probe (make test builds it); never compiles.
 import json
@@ -30,6 +32,9 @@ from harness import BIN, SLOW, MiB, REPO, Server, is_, like, ok, poll, run, skip
 DEMO = os.path.join(REPO, "loadtest", "demo.py")
 PROBE = os.path.join(REPO, "build", "probe")
 LINE = re.compile(r"^ *\d+ s  \S", re.M)  # one per-second line
+README_DEMO = "make demo"  # as the README writes it
+# Variables a calling make could pass down to ours.
+MAKE_ENV = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "GNUMAKEFLAGS")
 
 
 def alive(pid):
@@ -137,6 +142,26 @@ def check_duration(root):
        demo.out)
     like(demo.out, r"(?m)^ *\d+ s  whole fifo +[\d.,]+ +[\d.,]+ +[\d.,]+ +[\d,]+",
          "--duration 4: lines show the setting, the probe's p50/p99, the server's p99, MB/s")
+
+
+def check_make_demo(root):
+    """README_DEMO as make runs it, DEMO_ARGS keeping it short and on a free port."""
+    env = {k: v for k, v in os.environ.items() if k not in MAKE_ENV}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    make = ["make", "-s", "--no-print-directory", "-C", REPO]
+    if subprocess.run(make + ["-q", "build/unclog", "build/probe"], env=env,
+                      stdin=subprocess.DEVNULL).returncode != 0:
+        skip_test("the README's make demo",
+                  "build/unclog or build/probe is not up to date (this test never compiles)")
+        return
+    args = "--port 0 --dir %s --flood-size 1m --connections 2 --rate 50 --duration 2 --no-wrk" % root
+    proc = subprocess.run(make + README_DEMO.split()[1:] + ["DEMO_ARGS=" + args], env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=60)
+    ok(proc.returncode == 0, "the README's %s: exit status 0" % README_DEMO, proc.stdout)
+    like(proc.stdout, r"Dashboard: http://127\.0\.0\.1:\d+/\.unclog/dashboard",
+         "  it printed the dashboard URL")
+    like(proc.stdout, r"stopped: .*\(exit status 0\)", "  the server exited 0")
 
 
 def check_sigint(root):
@@ -296,6 +321,7 @@ def main():
     try:
         check_probe_flood()
         check_duration(root)
+        check_make_demo(root)
         check_warnings(root)
         check_sigint(root)
         check_script(root)

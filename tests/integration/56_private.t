@@ -111,7 +111,7 @@ def bad_values():
 
 
 def prometheus_elsewhere():
-    """The README's example: a Prometheus on another host, let in by its
+    """docs/operations.md's example: a Prometheus on another host, let in by its
     address. Here it scrapes 192.0.2.2, so the server sees it from there."""
     if not Prometheus.installed("a real Prometheus off loopback scrapes /metrics"):
         return
