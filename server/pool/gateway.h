@@ -61,8 +61,8 @@ struct gateway_job {
  * (call it only where work remains: giving way as a job ends is no use,
  * its thread goes on to the next job or sleeps anyway). On a busy CPU
  * the kernel lets a running thread finish its time slice (by default
- * 0.75 ms scaled by the CPUs: 1.5 ms on 2; under a /gzip flood the woken
- * loop was measured waiting 1.4 ms at the median) before a thread it woke
+ * 0.75 ms scaled by the CPUs: 1.5 ms on 2; what the woken loop waited
+ * under a /gzip flood is in docs/how-it-works.md) before a thread it woke
  * runs: the loop thread woken by
  * a client's request, or a worker woken for another client's short job,
  * would wait that long behind each deflate. Giving way costs a system call
