@@ -6,6 +6,7 @@
 
 #include "server/base/config.h"
 #include "server/base/log.h"
+#include "server/base/snapshot.h"
 #include "server/base/util.h"
 #include "server/pool/sched.h"
 #include "server/server.h"
@@ -137,11 +138,42 @@ static const struct config_key core_keys[] = {
      "TIME", "longest time a client may take no bytes of its response", CONFIG_RELOAD, NULL},
 };
 
+/* The core's keys that /stats and /metrics show as figures of their own
+ * (every live key is also in "settings", as the config file spells it),
+ * in the order /stats lists them; the values come from the rows above. */
+static const struct snap_def threads_def = {.key = "threads",
+                                            .metric = "unclog_threads",
+                                            .help = "Threadpool threads (the threads setting).",
+                                            .merge = SNAP_SUM};
+static const struct snap_def partition_def = {
+    .key = "partition",
+    .metric = "unclog_partition_bytes",
+    .help = "Bytes per threadpool read of a file (partition); 0 when it is whole (one read per "
+            "file) or auto (pieces of unclog_partition_min_bytes while short work waits, else "
+            "unclog_partition_max_bytes).",
+    .merge = SNAP_SAME};
+static const struct snap_def partition_min_def = {
+    .key = "partition_min",
+    .metric = "unclog_partition_min_bytes",
+    .help = "partition = auto: the piece size while short work waits (partition_min).",
+    .merge = SNAP_SAME};
+static const struct snap_def partition_max_def = {
+    .key = "partition_max",
+    .metric = "unclog_partition_max_bytes",
+    .help = "partition = auto: the piece size while no short work waits (partition_max).",
+    .merge = SNAP_SAME};
+/* /stats' alone: /metrics has it as unclog_setting_info{key="emulate_disk"}. */
+static const struct snap_def emulate_disk_def = {.key = "emulate_disk", .kind = SNAP_INFO};
+static const struct snap_def *const core_figures[] = {
+    &threads_def, &partition_def, &partition_min_def, &partition_max_def, &emulate_disk_def, NULL,
+};
+
 const struct config_table server_config_table = {
     .name = "core",
     .keys = core_keys,
     .nkeys = sizeof core_keys / sizeof core_keys[0],
     .block_size = 0, /* its fields are struct config's own */
+    .figures = core_figures,
 };
 
 void server_config_tables(const struct module *const *modules,

@@ -38,29 +38,6 @@ static const struct snap_def uptime_def = {
 
 /* ---- settings ---------------------------------------------------------- */
 
-static const struct snap_def threads_def = {.key = "threads",
-                                            .metric = "unclog_threads",
-                                            .help = "Threadpool threads (the threads setting).",
-                                            .merge = SNAP_SUM};
-static const struct snap_def partition_def = {
-    .key = "partition",
-    .metric = "unclog_partition_bytes",
-    .help = "Bytes per threadpool read of a file (partition); 0 when it is whole (one read per "
-            "file) or auto (pieces of unclog_partition_min_bytes while short work waits, else "
-            "unclog_partition_max_bytes).",
-    .merge = SNAP_SAME};
-static const struct snap_def partition_min_def = {
-    .key = "partition_min",
-    .metric = "unclog_partition_min_bytes",
-    .help = "partition = auto: the piece size while short work waits (partition_min).",
-    .merge = SNAP_SAME};
-static const struct snap_def partition_max_def = {
-    .key = "partition_max",
-    .metric = "unclog_partition_max_bytes",
-    .help = "partition = auto: the piece size while no short work waits (partition_max).",
-    .merge = SNAP_SAME};
-/* /stats' alone: /metrics has it as unclog_setting_info{key="emulate_disk"}. */
-static const struct snap_def emulate_disk_def = {.key = "emulate_disk", .kind = SNAP_INFO};
 static const struct snap_def setting_changed_def = {
     .metric = "unclog_setting_changed_uptime_seconds",
     .unit = SNAP_MS,
@@ -75,17 +52,6 @@ static const struct snap_def setting_def = {
     .text_label = "value",
     .help = "A setting that can change while the server runs, with its value as the config file "
             "spells it; always 1."};
-
-static void config_stats(const struct config *cfg, struct snapshot *s)
-{
-    snap_add(s, &threads_def, cfg->threads);
-    snap_add_size(s, &partition_def, cfg->partition);
-    snap_add(s, &partition_min_def, cfg->partition_min);
-    snap_add(s, &partition_max_def, cfg->partition_max);
-    char disk[SNAP_TEXT_MAX];
-    config_get(cfg, "emulate_disk", disk, sizeof disk);
-    snap_add_text(s, &emulate_disk_def, NULL, disk);
-}
 
 /* The live settings, as the config file spells them, and when each last
  * changed: the one place /stats and /metrics read the list of live keys. */
@@ -251,7 +217,7 @@ static void snapshot(const struct server *srv, const struct clients_peer *peers,
     snap_add_text(s, &version_def, NULL, UNCLOG_VERSION);
     snap_add(s, &worker_def, srv->worker);
     snap_add(s, &pid_def, (uint64_t)getpid());
-    config_stats(srv->cfg, s);
+    snap_add_settings(s, srv->cfg, &server_config_table); /* keys.c's figures */
     live_settings_stats(srv, s);
     snap_add(s, &bytes_sent_def, srv->bytes_sent);
     latency_stats(srv, s);
@@ -259,6 +225,8 @@ static void snapshot(const struct server *srv, const struct clients_peer *peers,
     connections_stats(srv, peers, npeers, s);
     budget_stats(&srv->budget, s);
     for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        if (srv->modules[i]->config != NULL)
+            snap_add_settings(s, srv->cfg, srv->modules[i]->config);
         if (srv->modules[i]->stats != NULL)
             srv->modules[i]->stats(srv, srv->module_state[i], s);
     }

@@ -378,21 +378,16 @@ static const struct config_key settings_keys[] = {
      CONFIG_RELOAD, NULL},
 };
 
-static const struct config_table settings_config_table =
-    CONFIG_TABLE("settings", settings_keys, struct settings_config);
-
+/* The module's figures: whether the switch is on (its value from the row). */
 static const struct snap_def admin_def = {
     .key = "admin",
     .metric = "unclog_admin_enabled",
     .kind = SNAP_FLAG,
     .help = "Whether POST /settings may change live settings (admin, for loopback clients)."};
-/* The module's figures: whether the switch is on. */
-static void settings_stats(const struct server *srv, const void *state, struct snapshot *out)
-{
-    snap_add(out, &admin_def, settings_admin(srv));
-}
+static const struct snap_def *const settings_figures[] = {&admin_def, NULL};
 
-const struct module settings_module = {.name = "settings",
-                                       .routes = settings_routes,
-                                       .config = &settings_config_table,
-                                       .stats = settings_stats};
+static const struct config_table settings_config_table =
+    CONFIG_TABLE_FIGURES("settings", settings_keys, struct settings_config, settings_figures);
+
+const struct module settings_module = {
+    .name = "settings", .routes = settings_routes, .config = &settings_config_table};

@@ -422,6 +422,37 @@ static int set_field(char *field, const struct config_key *k, const char *text,
     abort();
 }
 
+int config_number(const struct config *cfg, const char *key, uint64_t *out)
+{
+    struct key_ref r = find_ref(cfg, key, strlen(key));
+    if (r.key == NULL)
+        return -1;
+    const void *field = field_of(cfg, r);
+    switch (r.key->type) {
+    case CONFIG_UINT:
+    case CONFIG_UINT_AUTO:
+    case CONFIG_MS:
+    case CONFIG_CHOICE:
+        *out = *(const unsigned *)field;
+        return 0;
+    case CONFIG_SIZE:
+    case CONFIG_PARTITION:
+    case CONFIG_PARTITION_AUTO:
+        *out = *(const size_t *)field;
+        return 0;
+    case CONFIG_BOOL:
+        *out = *(const bool *)field;
+        return 0;
+    case CONFIG_STRING:
+    case CONFIG_ADDR:
+    case CONFIG_PREFIX:
+    case CONFIG_ADDRS:
+    case CONFIG_DISK:
+        return -1;
+    }
+    abort();
+}
+
 int config_get(const struct config *cfg, const char *key, char *buf, size_t len)
 {
     struct key_ref r = find_ref(cfg, key, strlen(key));

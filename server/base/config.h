@@ -94,6 +94,8 @@ struct config_key {
 /* A row of a table: FIELD(struct s, f) gives the offset and size of f. */
 #define CONFIG_FIELD(type, f) offsetof(type, f), sizeof(((type *)0)->f)
 
+struct snap_def; /* server/base/snapshot.h */
+
 /* The keys one part of the program owns, and the block they fill: the
  * core's table fills struct config itself (block_size 0); a module's table
  * fills a struct of its own, kept inside struct config (config_block). */
@@ -102,6 +104,10 @@ struct config_table {
     const struct config_key *keys;
     size_t nkeys;
     size_t block_size;
+    /* The keys shown as figures of /stats and /metrics: one figure each,
+     * whose key is the key's name; NULL-terminated, or NULL for none. The
+     * value and its type come from the key's row (snap_add_settings). */
+    const struct snap_def *const *figures;
 };
 
 /* A module's table: its keys (an array) fill a BLOCK_TYPE of its own. */
@@ -109,6 +115,13 @@ struct config_table {
     {                                                                                              \
         .name = (label), .keys = (key_array), .nkeys = sizeof(key_array) / sizeof((key_array)[0]), \
         .block_size = sizeof(block_type)                                                           \
+    }
+
+/* The same, with the keys shown as figures (struct config_table's figures). */
+#define CONFIG_TABLE_FIGURES(label, key_array, block_type, figure_list)                            \
+    {                                                                                              \
+        .name = (label), .keys = (key_array), .nkeys = sizeof(key_array) / sizeof((key_array)[0]), \
+        .block_size = sizeof(block_type), .figures = (figure_list)                                 \
     }
 
 #define CONFIG_TABLES_MAX 8
@@ -252,6 +265,12 @@ void config_print_keys(const struct config *cfg, FILE *out);
 
 /* Writes the --help text, generated from CFG's tables, to OUT. */
 void config_usage(const struct config *cfg, FILE *out, const char *argv0);
+
+/* KEY's value as a number, into OUT: an unsigned, a size (CONFIG_WHOLE
+ * and CONFIG_AUTO_SIZE as they are), a choice's value, a switch's 0 or 1.
+ * Returns 0, or -1 for a key that has no such value (text, an address, a
+ * list, emulate_disk) or does not exist. */
+int config_number(const struct config *cfg, const char *key, uint64_t *out);
 
 /* Formats a size the way a config file would spell it ("64k", "whole"). */
 void config_format_size(size_t size, char *buf, size_t len);

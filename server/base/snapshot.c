@@ -100,6 +100,28 @@ void snap_add_size(struct snapshot *s, const struct snap_def *def, size_t size)
     snap_add(s, def, size == CONFIG_WHOLE || size == CONFIG_AUTO_SIZE ? 0 : size);
 }
 
+void snap_add_settings(struct snapshot *s, const struct config *cfg,
+                       const struct config_table *table)
+{
+    for (size_t i = 0; table->figures != NULL && table->figures[i] != NULL; i++) {
+        const struct snap_def *def = table->figures[i];
+        const struct config_key *k = config_find(cfg, def->key);
+        uint64_t value;
+        if (k == NULL)
+            abort(); /* a figure for a key its table lacks: a bug */
+        if (config_number(cfg, def->key, &value) != 0) {
+            char text[SNAP_TEXT_MAX];
+            config_get(cfg, def->key, text, sizeof text);
+            snap_add_text(s, def, NULL, text);
+        } else if (k->type == CONFIG_SIZE || k->type == CONFIG_PARTITION ||
+                   k->type == CONFIG_PARTITION_AUTO) {
+            snap_add_size(s, def, (size_t)value);
+        } else {
+            snap_add(s, def, value);
+        }
+    }
+}
+
 void snap_add_text(struct snapshot *s, const struct snap_def *def, const char *name,
                    const char *text)
 {

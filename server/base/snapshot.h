@@ -130,6 +130,15 @@ void snap_add_named(struct snapshot *s, const struct snap_def *def, const char *
  * so that a figure has one type (the word is in the live settings). */
 void snap_add_size(struct snapshot *s, const struct snap_def *def, size_t size);
 
+/* Adds the settings TABLE shows as figures (its figures), each with the
+ * value CFG holds for the key it names, read through the key's row: a size
+ * as snap_add_size, a number or switch as snap_add, any other key as the
+ * text the config file would write. */
+struct config;
+struct config_table;
+void snap_add_settings(struct snapshot *s, const struct config *cfg,
+                       const struct config_table *table);
+
 /* Adds TEXT (copied) of the info DEF, named NAME if def->name_label is set
  * (else NAME is NULL). */
 void snap_add_text(struct snapshot *s, const struct snap_def *def, const char *name,

@@ -403,9 +403,31 @@ static void test_table(void)
     is_str(value_of(&next, "gzip_types"), "text/plain", "  and takes a module's key");
 }
 
+/* A key's value as a number, read through its row (what /stats' setting
+ * figures show), and --keys picked from the command line. */
+static void test_number_and_keys(void)
+{
+    static struct config cfg;
+    char err[CONFIG_ERR_MAX];
+    enum config_action action;
+    uint64_t v = 99;
+    config_defaults(&cfg, tables);
+    ok(config_number(&cfg, "threads", &v) == 0 && v == 4, "config_number: threads is 4");
+    ok(config_number(&cfg, "partition_min", &v) == 0 && v == 65536, "  partition_min is 64k");
+    ok(config_number(&cfg, "partition", &v) == 0 && v == CONFIG_AUTO_SIZE, "  partition is auto");
+    ok(config_number(&cfg, "admin", &v) == 0 && v == 0, "  a module's switch: admin is off");
+    ok(config_number(&cfg, "scheduler", &v) == 0, "  a choice has its value");
+    ok(config_number(&cfg, "emulate_disk", &v) == -1, "  emulate_disk has none (its text does)");
+    ok(config_number(&cfg, "nope", &v) == -1, "  nor a key that does not exist");
+    char *argv[] = {"unclog", "--keys", NULL};
+    is_int(config_apply_cli(&cfg, 2, argv, &action, err), 0, "--keys parses");
+    is_int(action, CONFIG_KEYS, "  and asks for the keys");
+}
+
 int main(void)
 {
     server_config_tables(handler_modules, tables);
+    test_number_and_keys();
     test_sizes();
     test_listen();
     test_defaults_and_set();
