@@ -2,7 +2,9 @@
 # Docs that cannot drift (docs/testing.md, "Docs that cannot drift"): what
 # the docs say against what the binary and the tree are, at test time.
 #   - docs/reference.md's keys table against `unclog --keys` (names and
-#     defaults), and conf/unclog.conf showing every key;
+#     defaults), its list of live keys and docs/operations.md's list of
+#     restart-only keys against --keys' third column, and conf/unclog.conf
+#     showing every key;
 #   - docs/reference.md's endpoints table against `unclog --routes`;
 #   - every source file named in docs/DESIGN.md's room tree, under its own
 #     directory there;
@@ -52,10 +54,11 @@ def unquote(cell):
 def check_keys():
     status, out, err = run_bin(["--keys"])
     is_(status, 0, "unclog --keys exits 0")
-    binary = {}
+    binary, whens = {}, {}
     for line in out.splitlines():
         name, default, when = line.split("\t")
         binary[name] = default
+        whens.setdefault(when, set()).add(name)
     ok(len(binary) > 30, "--keys lists the keys (%d)" % len(binary), out)
     rows = table_rows(section(read("docs/reference.md"), "Configuration keys"))
     doc = {unquote(r[0]): unquote(r[1]) for r in rows if len(r) >= 3}
@@ -64,6 +67,13 @@ def check_keys():
     wrong = ["%s: doc %r, binary %r" % (k, doc[k], v) for k, v in binary.items()
              if k in doc and doc[k] != v]
     is_(wrong, [], "docs/reference.md gives each key the binary's default")
+    m = re.search(r"\*\*Live settings\.\*\*(.*?)can change\s+while the server runs",
+                  read("docs/reference.md"), re.S)
+    is_(sorted(re.findall(r"`(\w+)`", m.group(1)) if m else []), sorted(whens.get("live", ())),
+        "docs/reference.md's live settings are the live keys of --keys")
+    m = re.search(r"except (.*?),\s+which\s+need\s+a\s+restart", read("docs/operations.md"), re.S)
+    is_(sorted(re.findall(r"`(\w+)`", m.group(1)) if m else []), sorted(whens.get("restart", ())),
+        "docs/operations.md's restart-only keys are those of --keys")
     conf = read("conf/unclog.conf")
     missing = [k for k in binary if not re.search(r"^#? ?%s = " % re.escape(k), conf, re.M)]
     is_(missing, [], "conf/unclog.conf sets or shows every key")
