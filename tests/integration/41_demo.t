@@ -154,7 +154,8 @@ def check_make_demo(root):
         skip_test("the README's make demo",
                   "build/unclog or build/probe is not up to date (this test never compiles)")
         return
-    args = "--port 0 --dir %s --flood-size 1m --connections 2 --rate 50 --duration 2 --no-wrk" % root
+    args = ("--port 0 --dir %s --flood-size 1m --connections 2 --rate 50 --duration 2 --no-wrk"
+            % root)
     proc = subprocess.run(make + README_DEMO.split()[1:] + ["DEMO_ARGS=" + args], env=env,
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=60)

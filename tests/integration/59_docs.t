@@ -92,8 +92,10 @@ def check_routes():
         m = re.search(r"(?<= )(/[^\s`?]*)", r[0])
         if m:
             doc[m.group(1)] = set(re.findall(r"\b[A-Z]{3,7}\b", r[0]))
-    is_(sorted(set(binary) - set(doc)), [], "every route of --routes has a row in docs/reference.md")
-    is_(sorted(set(doc) - set(binary)), [], "docs/reference.md has a row only for routes that exist")
+    is_(sorted(set(binary) - set(doc)), [],
+        "every route of --routes has a row in docs/reference.md")
+    is_(sorted(set(doc) - set(binary)), [],
+        "docs/reference.md has a row only for routes that exist")
     wrong = ["%s: doc %s, allowed %s" % (p, sorted(doc[p]), sorted(binary[p]))
              for p in binary if p in doc and (not doc[p] or doc[p] - binary[p])]
     is_(wrong, [], "each row names methods its route allows")
