@@ -15,12 +15,12 @@
 #include "server/base/config.h"
 #include "server/base/log.h"
 #include "server/base/siphash.h"
-#include "server/control.h"
+#include "server/workers/control.h"
 #include "server/http/clients.h"
-#include "server/master.h"
+#include "server/workers/master.h"
 #include "server/pool/gateway.h"
 #include "server/server.h"
-#include "server/whole.h"
+#include "server/workers/figures.h"
 
 static const struct module *const *const modules = handler_modules;
 

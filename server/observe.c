@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include "server/base/snapshot.h"
-#include "server/control.h"
+#include "server/workers/control.h"
 #include "server/base/util.h"
 #include "server/server.h"
 #include "server/module.h"
 #include "server/server_internal.h"
-#include "server/whole.h"
+#include "server/workers/figures.h"
 
 /* ---- identity ---------------------------------------------------------- */
 

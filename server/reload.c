@@ -1,11 +1,11 @@
 /* Settings that change while the server runs: a reload (SIGHUP) and
  * POST /settings both end in server_apply. With workers, a change is also
- * published through the control plane (server/control.h) and every other
+ * published through the control plane (server/workers/control.h) and every other
  * worker applies it from its own loop. */
 #include <string.h>
 #include <unistd.h>
 
-#include "server/control.h"
+#include "server/workers/control.h"
 #include "server/server.h"
 #include "server/server_internal.h"
 #include "server/module.h"

@@ -12,7 +12,7 @@
 #include "server/http/conn.h"
 #include "server/base/http_date.h"
 #include "server/base/util.h"
-#include "server/control.h"
+#include "server/workers/control.h"
 
 /* How long a graceful stop waits for responses in progress. */
 #define STOP_GRACE_MS 5000

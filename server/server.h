@@ -94,7 +94,7 @@ struct server {
      * changes (GET /stats/history). */
     struct history history;
     uint64_t started_ms, stop_deadline_ms; /* started_ms: the server's epoch with workers */
-    /* workers > 1: the control plane the workers share (server/control.h,
+    /* workers > 1: the control plane the workers share (server/workers/control.h,
      * main()'s), else NULL and the three below are unused. */
     struct control *control;
     uv_poll_t control_poll;        /* this worker's eventfd: another published */
@@ -102,7 +102,7 @@ struct server {
     struct server_change *changes; /* those changes (their callers own them) */
     uint64_t generation;           /* of the shared settings this worker runs */
     /* workers > 1: this worker's slot of the whole-server figures
-     * (server/whole.h); NULL alone. */
+     * (server/workers/figures.h); NULL alone. */
     struct whole *whole;
     bool stopping;
     unsigned open_handles; /* server handles not yet closed */

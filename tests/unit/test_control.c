@@ -1,8 +1,8 @@
-/* The control plane's region (server/control.c): what a publish writes and
+/* The control plane's region (server/workers/control.c): what a publish writes and
  * when the generation moves (a POST's keys only, a reload's differences
  * only), the slots' states, the wake-ups, and the robust mutex: a process
  * that dies holding it does not stop the others. */
-#include "../../server/control.c"
+#include "../../server/workers/control.c"
 
 #include <poll.h>
 #include <signal.h>

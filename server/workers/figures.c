@@ -1,7 +1,7 @@
 /* Whole-server figures with workers > 1: each worker's publication in its
  * slot of a shared region, and the merge of every slot into the answering
  * worker's snapshot (whole.h). */
-#include "server/whole.h"
+#include "server/workers/figures.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 #include "server/base/log.h"
 #include "server/base/snapshot.h"
 #include "server/base/util.h"
-#include "server/control.h"
+#include "server/workers/control.h"
 #include "server/module.h"
 #include "server/server.h"
 #include "server/server_internal.h"

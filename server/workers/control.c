@@ -1,6 +1,6 @@
-/* The control plane the workers share (server/control.h): one anonymous
+/* The control plane the workers share (server/workers/control.h): one anonymous
  * MAP_SHARED region, made before the fork. */
-#include "server/control.h"
+#include "server/workers/control.h"
 
 #include <errno.h>
 #include <pthread.h>
