@@ -109,6 +109,17 @@ static void server_on_held(void *arg, uint64_t flow, size_t bytes, bool taken)
     clients_memory(&srv->clients, flow, bytes, taken);
 }
 
+/* Closes the core under the handles: the access log, the pool's door, the
+ * loop's sender and its turns. The one way they close, on every path: the
+ * end of a stop, a start that failed, an init that failed. */
+static void close_core(struct server *srv)
+{
+    access_log_close(&srv->access);
+    gateway_close(&srv->gateway);
+    pump_sender_close(&srv->sender);
+    conn_turns_close(&srv->turns);
+}
+
 static void server_finish(struct server *srv)
 {
     server__close_handle(srv, (uv_handle_t *)&srv->tick);
@@ -118,10 +129,7 @@ static void server_finish(struct server *srv)
     server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
     server__close_handle(srv, (uv_handle_t *)&srv->sighup);
     server__control_close(srv);
-    gateway_close(&srv->gateway);
-    pump_sender_close(&srv->sender);
-    conn_turns_close(&srv->turns);
-    access_log_close(&srv->access);
+    close_core(srv);
 }
 
 void server_conn_gone(struct server *srv)
@@ -221,9 +229,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                 if (modules[i]->fini != NULL)
                     modules[i]->fini(srv, srv->module_state[i]);
             }
-            gateway_close(&srv->gateway);
-            pump_sender_close(&srv->sender);
-            conn_turns_close(&srv->turns);
+            close_core(srv);
             return err;
         }
     }
@@ -299,16 +305,11 @@ fail_close_handles:
     server__close_handle(srv, (uv_handle_t *)&srv->sample);
     server__whole_close(srv);
 fail_close_log:
-    access_log_close(&srv->access);
-    gateway_close(&srv->gateway);
-    pump_sender_close(&srv->sender);
-    conn_turns_close(&srv->turns);
+    close_core(srv);
     return rc;
 fail_close_fd:
     if (listen_fd >= 0)
         close(listen_fd);
-    gateway_close(&srv->gateway);
-    pump_sender_close(&srv->sender);
-    conn_turns_close(&srv->turns);
+    close_core(srv);
     return rc;
 }
