@@ -15,7 +15,7 @@ ROOMS = {
     "server/base": set(),
     "server/pool": {"server/base"},
     "server/http": {"server/base", "server/pool"},
-    "server/workers": {"server/base", "server/pool", "server/http", "server"},
+    "server/workers": {"server/base", "server/pool", "server/http"},
     "server": {"server/base", "server/pool", "server/http", "server/workers"},
     "handlers": {"handlers"},
     "main.c": {"handlers", "server", "server/base", "server/pool", "server/http",

@@ -73,12 +73,12 @@ static void test_slots(struct control *ctl)
 {
     struct control_view v;
     is_int(control_worker_state(ctl, 1, 1), -1, "a slot nobody joined is not running");
-    control_join(ctl, 1, getpid(), &v);
+    control_join(ctl, 1, &v);
     is_int(control_worker_state(ctl, 1, 1), 0, "a worker that joined has applied nothing yet");
     control_applied(ctl, 1, v.generation);
     is_int(control_worker_state(ctl, 1, v.generation), 1, "then what it says it applied");
     is_int(control_worker_state(ctl, 1, v.generation + 1), 0, "and not the next one");
-    control_join(ctl, 1, getpid(), &v);
+    control_join(ctl, 1, &v);
     is_int(control_worker_state(ctl, 1, 1), 0, "a worker joining a slot again starts over");
     control_worker_gone(ctl, 1);
     is_int(control_worker_state(ctl, 1, 1), -1, "a reaped worker's slot is not running");
