@@ -36,9 +36,8 @@ struct figures {
 };
 
 /* Copies LEN bytes at OFFSET of slot SL's current publication (and its life
- * and pid)
- * into the same place of OUT. Returns false if it kept changing under the
- * copy (a writer lapping it READ_TRIES times). */
+ * and pid) into the same place of OUT. Returns false if it kept changing
+ * under the copy (a writer lapping it READ_TRIES times). */
 static bool read_part(const struct workers_slot *sl, size_t offset, size_t len,
                       struct figures_pub *out)
 {
@@ -58,7 +57,7 @@ static bool read_part(const struct workers_slot *sl, size_t offset, size_t len,
     return false;
 }
 
-/* The whole of slot I's current publication, as read_part. */
+/* The whole of slot SL's current publication, as read_part. */
 static bool read_slot(const struct workers_slot *sl, struct figures_pub *out)
 {
     size_t from = offsetof(struct figures_pub, asked);
