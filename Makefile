@@ -55,7 +55,7 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 OPT_FLAGS  := -O2 -g
 ASAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 # gcc warns (-Wtsan) that TSan does not model atomic_thread_fence: the one
-# fence is server/whole.c's seqlock between worker processes, which TSan
+# fence is server/workers/figures.c's seqlock between worker processes, which TSan
 # cannot watch anyway. clang has no such warning, nor the flag.
 TSAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread \
               $(shell $(CC) -Wno-tsan -Werror -fsanitize=thread -fsyntax-only -x c /dev/null \
@@ -65,7 +65,7 @@ TSAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread \
 BASE_ROOM_SRC := $(wildcard server/base/*.c)
 POOL_ROOM_SRC := $(wildcard server/pool/*.c)
 HTTP_ROOM_SRC := $(wildcard server/http/*.c)
-SERVER_SRC  := $(BASE_ROOM_SRC) $(POOL_ROOM_SRC) $(HTTP_ROOM_SRC) $(wildcard server/*.c)
+SERVER_SRC  := $(BASE_ROOM_SRC) $(POOL_ROOM_SRC) $(HTTP_ROOM_SRC) $(wildcard server/*.c server/workers/*.c)
 HANDLER_SRC := $(wildcard handlers/*.c handlers/*/*.c)
 GEN_SRC     := build/gen/dashboard_page.c
 CORE_SRC    := $(SERVER_SRC) $(HANDLER_SRC) $(GEN_SRC)

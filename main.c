@@ -15,12 +15,11 @@
 #include "server/base/config.h"
 #include "server/base/log.h"
 #include "server/base/siphash.h"
-#include "server/control.h"
+#include "server/workers/control.h"
 #include "server/http/clients.h"
-#include "server/master.h"
+#include "server/workers/master.h"
 #include "server/pool/gateway.h"
 #include "server/server.h"
-#include "server/whole.h"
 
 static const struct module *const *const modules = handler_modules;
 
@@ -33,7 +32,6 @@ struct run {
     char **argv;
     int listen_fd;
     struct control *control;
-    struct whole_region *whole; /* workers > 1: the whole-server figures, else NULL */
 };
 
 /* One server on its own loop and threadpool until it stops. WORKER is 1..N
@@ -53,8 +51,6 @@ static int serve(unsigned worker, void *arg)
     srv.worker = worker;
     if (run->control != NULL)
         server_join_control(&srv, run->control);
-    if (run->whole != NULL && (rc = whole_attach(&srv, run->whole, worker)) < 0)
-        log_warn("whole-server figures: %s (this worker answers for itself)", uv_strerror(rc));
     rc = server_start(&srv, run->listen_fd);
     master_worker_ready();
     uv_run(loop, UV_RUN_DEFAULT);
@@ -218,11 +214,9 @@ int main(int argc, char **argv)
         close(run.listen_fd);
         return 1;
     }
-    run.whole = whole_create(workers);
     const struct master_hooks hooks = {
         .run = serve, .gone = worker_gone, .reload = master_reload, .arg = &run};
     int status = master_run(workers, &hooks);
-    whole_destroy(run.whole);
     control_free(run.control);
     close(run.listen_fd);
     return status;

@@ -27,8 +27,8 @@ void server__close_listener(struct server *srv)
 {
     if (srv->listen_fd < 0)
         return;
-    server__close_handle(srv, (uv_handle_t *)&srv->accept_poll);
-    server__close_handle(srv, (uv_handle_t *)&srv->accept_pause);
+    handle_close((uv_handle_t *)&srv->accept_poll);
+    handle_close((uv_handle_t *)&srv->accept_pause);
     /* uv_close has stopped the poll: the fd is no longer watched. */
     close(srv->listen_fd);
     srv->listen_fd = -1;
@@ -302,7 +302,6 @@ int server__listener_open(struct server *srv, int listen_fd)
     /* Timers cannot fail to initialise. */
     uv_timer_init(srv->loop, &srv->accept_pause);
     srv->accept_pause.data = srv;
-    srv->open_handles += 2;
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "server/base/snapshot.h"
 #include "server/base/util.h"
 #include "server/pool/gateway.h"
+#include "server/workers/figures.h"
 
 struct server;
 struct snapshot;
@@ -124,21 +125,19 @@ bool server_change(struct server *srv, const struct config *next, struct server_
 struct server_refresh;
 typedef void (*server_refresh_fn)(struct server_refresh *refresh);
 struct server_refresh {
-    struct server_refresh *next; /* the server's list of waiting refreshes */
-    uint64_t asked;              /* the ask the others' publications must answer */
-    uint64_t deadline_ms;        /* uv_now: when DONE runs anyway */
+    struct figures_wait wait; /* the server's */
     server_refresh_fn done;
 };
 
 /* How long a refresh waits for the other workers: a /stats answer is late
  * by at most this. A woken worker answers within a millisecond or two; the
- * bound is past the workers' own publication period (WHOLE_PUBLISH_MS), so
+ * bound is past the workers' own publication period (FIGURES_PUBLISH_MS), so
  * that a worker late to wake on a busy machine still answers with its
  * periodic publication and the totals stay exact. */
 #define SERVER_REFRESH_WAIT_MS 300
 
 /* With workers: asks every other running worker to publish its figures now
- * (they otherwise do so every WHOLE_PUBLISH_MS), so that a server_snapshot
+ * (they otherwise do so every FIGURES_PUBLISH_MS), so that a server_snapshot
  * taken in DONE counts all each had done when asked. Returns false when
  * there is nothing to wait for (alone; DONE never runs). Else returns true,
  * and DONE(REFRESH) runs later on the loop, once every running worker has

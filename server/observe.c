@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include "server/base/snapshot.h"
-#include "server/control.h"
+#include "server/workers/control.h"
 #include "server/base/util.h"
 #include "server/server.h"
 #include "server/module.h"
 #include "server/server_internal.h"
-#include "server/whole.h"
+#include "server/workers/figures.h"
 
 /* ---- identity ---------------------------------------------------------- */
 
@@ -236,22 +236,37 @@ static void snapshot(const struct server *srv, const struct clients_peer *peers,
     conn_turns_stats(&srv->turns, s);
 }
 
-void server__snapshot_own(const struct server *srv, struct snapshot *s)
+void server__snapshot_own(const void *arg, struct snapshot *s)
 {
-    snapshot(srv, NULL, 0, s);
+    snapshot(arg, NULL, 0, s);
 }
 
 void server_snapshot(const struct server *srv, struct snapshot *s)
 {
-    if (srv->whole == NULL) {
+    if (srv->figures == NULL) {
         snapshot(srv, NULL, 0, s);
         return;
     }
     unsigned npeers;
-    struct clients_peer *peers = whole_peers(srv, &npeers);
+    struct clients_peer *peers = figures_peers(srv->figures, &npeers);
     snapshot(srv, peers, npeers, s);
     free(peers);
-    whole_merge(srv, s);
+    figures_merge(srv->figures, s);
+}
+
+static void server_on_refreshed(struct figures_wait *wait)
+{
+    struct server_refresh *refresh = container_of(wait, struct server_refresh, wait);
+    refresh->done(refresh);
+}
+
+bool server_refresh(struct server *srv, struct server_refresh *refresh, server_refresh_fn done)
+{
+    if (srv->figures == NULL)
+        return false;
+    refresh->done = done;
+    return figures_refresh(srv->figures, &refresh->wait, server_on_refreshed,
+                           uv_now(srv->loop) + SERVER_REFRESH_WAIT_MS);
 }
 
 /* ---- history ----------------------------------------------------------- */
@@ -292,7 +307,7 @@ void server_sample(const struct server *srv, struct history_sample *out)
                                    .p50_us = h.p50,
                                    .p99_us = h.p99,
                                    .bytes_sent = srv->bytes_sent};
-    if (srv->whole != NULL)
+    if (srv->figures != NULL)
         whole_sample(srv, out);
 }
 

@@ -1,11 +1,13 @@
 /* Settings that change while the server runs: a reload (SIGHUP) and
  * POST /settings both end in server_apply. With workers, a change is also
- * published through the control plane (server/control.h) and every other
+ * published through the control plane (server/workers/control.h) and every other
  * worker applies it from its own loop. */
 #include <string.h>
 #include <unistd.h>
 
-#include "server/control.h"
+#include "server/base/util.h"
+#include "server/workers/control.h"
+#include "server/workers/figures.h"
 #include "server/server.h"
 #include "server/server_internal.h"
 #include "server/module.h"
@@ -134,8 +136,8 @@ static void server_on_control(uv_poll_t *poll, int status, int events)
     control_read(srv->control, &v);
     if (v.generation != srv->generation)
         adopt(srv, &v);
-    if (srv->whole != NULL)
-        server__whole_answer(srv);
+    if (srv->figures != NULL)
+        figures_answer(srv->figures);
 }
 
 /* Whether every running worker has applied GENERATION. */
@@ -195,7 +197,7 @@ void server_join_control(struct server *srv, struct control *ctl)
     uint64_t epoch = control_epoch_ms(ctl), now = uv_now(srv->loop);
     srv->started_ms = epoch < now ? epoch : now;
     struct control_view v;
-    control_join(ctl, srv->worker, getpid(), &v);
+    srv->life = control_join(ctl, srv->worker, &v);
     adopt(srv, &v);
 }
 
@@ -205,7 +207,6 @@ int server__control_start(struct server *srv)
     if (rc < 0)
         return rc;
     uv_timer_init(srv->loop, &srv->control_wait);
-    srv->open_handles += 2;
     srv->control_poll.data = srv->control_wait.data = srv;
     rc = uv_poll_start(&srv->control_poll, UV_READABLE, server_on_control);
     if (rc < 0)
@@ -217,8 +218,8 @@ void server__control_close(struct server *srv)
 {
     if (srv->control == NULL)
         return;
-    server__close_handle(srv, (uv_handle_t *)&srv->control_poll);
-    server__close_handle(srv, (uv_handle_t *)&srv->control_wait);
+    handle_close((uv_handle_t *)&srv->control_poll);
+    handle_close((uv_handle_t *)&srv->control_wait);
 }
 
 unsigned server_workers(const struct server *srv)

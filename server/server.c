@@ -12,7 +12,8 @@
 #include "server/http/conn.h"
 #include "server/base/http_date.h"
 #include "server/base/util.h"
-#include "server/control.h"
+#include "server/workers/control.h"
+#include "server/workers/figures.h"
 
 /* How long a graceful stop waits for responses in progress. */
 #define STOP_GRACE_MS 5000
@@ -25,20 +26,6 @@ const char *server_date(struct server *srv)
         http_date_format(now, srv->date);
     }
     return srv->date;
-}
-
-static void server_on_handle_closed(uv_handle_t *handle)
-{
-    struct server *srv = handle->data;
-    srv->open_handles--;
-}
-
-void server__close_handle(struct server *srv, uv_handle_t *handle)
-{
-    if (uv_is_closing(handle))
-        return;
-    handle->data = srv;
-    uv_close(handle, server_on_handle_closed);
 }
 
 static void server_on_tick(uv_timer_t *timer)
@@ -109,19 +96,27 @@ static void server_on_held(void *arg, uint64_t flow, size_t bytes, bool taken)
     clients_memory(&srv->clients, flow, bytes, taken);
 }
 
-static void server_finish(struct server *srv)
+/* Closes the core under the handles: the access log, the pool's door, the
+ * loop's sender and its turns. The one way they close, on every path: the
+ * end of a stop, a start that failed, an init that failed. */
+static void close_core(struct server *srv)
 {
-    server__close_handle(srv, (uv_handle_t *)&srv->tick);
-    server__close_handle(srv, (uv_handle_t *)&srv->sample);
-    server__whole_close(srv);
-    server__close_handle(srv, (uv_handle_t *)&srv->sigint);
-    server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
-    server__close_handle(srv, (uv_handle_t *)&srv->sighup);
-    server__control_close(srv);
+    access_log_close(&srv->access);
     gateway_close(&srv->gateway);
     pump_sender_close(&srv->sender);
     conn_turns_close(&srv->turns);
-    access_log_close(&srv->access);
+}
+
+static void server_finish(struct server *srv)
+{
+    handle_close((uv_handle_t *)&srv->tick);
+    handle_close((uv_handle_t *)&srv->sample);
+    figures_close(srv->figures);
+    handle_close((uv_handle_t *)&srv->sigint);
+    handle_close((uv_handle_t *)&srv->sigterm);
+    handle_close((uv_handle_t *)&srv->sighup);
+    server__control_close(srv);
+    close_core(srv);
 }
 
 void server_conn_gone(struct server *srv)
@@ -221,9 +216,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                 if (modules[i]->fini != NULL)
                     modules[i]->fini(srv, srv->module_state[i]);
             }
-            gateway_close(&srv->gateway);
-            pump_sender_close(&srv->sender);
-            conn_turns_close(&srv->turns);
+            close_core(srv);
             return err;
         }
     }
@@ -238,13 +231,33 @@ void server_fini(struct server *srv)
             srv->modules[i]->fini(srv, srv->module_state[i]);
         srv->module_state[i] = NULL;
     }
-    server__whole_free(srv);
+    figures_free(srv->figures);
+    srv->figures = NULL;
+}
+
+/* With workers: this worker's figures in its slot, which the answering
+ * worker merges. Without memory for them, it answers for itself. */
+static void attach_figures(struct server *srv)
+{
+    const struct figures_env env = {.loop = srv->loop,
+                                    .control = srv->control,
+                                    .worker = srv->worker,
+                                    .life = srv->life,
+                                    .requests = &srv->requests,
+                                    .clients = &srv->clients,
+                                    .own = server__snapshot_own,
+                                    .arg = srv};
+    srv->figures = figures_attach(&env);
+    if (srv->figures == NULL)
+        log_warn("whole-server figures: out of memory (this worker answers for itself)");
 }
 
 int server_start(struct server *srv, int listen_fd)
 {
     uv_loop_t *loop = srv->loop;
     const struct config *cfg = srv->cfg;
+    if (srv->control != NULL)
+        attach_figures(srv);
     int rc = access_log_open(&srv->access, loop, cfg->access_log);
     if (rc < 0) {
         log_error("access log \"%s\": %s", cfg->access_log, strerror(-rc));
@@ -256,20 +269,18 @@ int server_start(struct server *srv, int listen_fd)
      * creates the loop's signal pipe, which the second one then shares. */
     uv_timer_init(loop, &srv->tick);
     uv_timer_init(loop, &srv->sample);
-    srv->open_handles += 2;
     srv->tick.data = srv->sample.data = srv;
     rc = uv_signal_init(loop, &srv->sigint);
     if (rc < 0) {
         log_error("signal handler: %s", uv_strerror(rc));
         srv->stopping = true;
         server__close_listener(srv);
-        server__close_handle(srv, (uv_handle_t *)&srv->tick);
-        server__close_handle(srv, (uv_handle_t *)&srv->sample);
+        handle_close((uv_handle_t *)&srv->tick);
+        handle_close((uv_handle_t *)&srv->sample);
         goto fail_close_log;
     }
     uv_signal_init(loop, &srv->sigterm);
     uv_signal_init(loop, &srv->sighup);
-    srv->open_handles += 3;
     srv->sigint.data = srv->sigterm.data = srv->sighup.data = srv;
 
     if ((rc = uv_signal_start(&srv->sigint, server_on_signal, SIGINT)) < 0 ||
@@ -278,7 +289,7 @@ int server_start(struct server *srv, int listen_fd)
         (rc = uv_timer_start(&srv->tick, server_on_tick, 1000, 1000)) < 0 ||
         (rc = uv_timer_start(&srv->sample, server_on_sample, HISTORY_PERIOD_MS,
                              HISTORY_PERIOD_MS)) < 0 ||
-        (srv->whole != NULL && (rc = server__whole_start(srv)) < 0) ||
+        (srv->figures != NULL && (rc = figures_start(srv->figures)) < 0) ||
         (rc = server__listener_start(srv)) < 0) {
         log_error("start: %s", uv_strerror(rc));
         goto fail_close_handles;
@@ -292,23 +303,18 @@ int server_start(struct server *srv, int listen_fd)
 fail_close_handles:
     srv->stopping = true;
     server__close_listener(srv);
-    server__close_handle(srv, (uv_handle_t *)&srv->sigint);
-    server__close_handle(srv, (uv_handle_t *)&srv->sigterm);
-    server__close_handle(srv, (uv_handle_t *)&srv->sighup);
-    server__close_handle(srv, (uv_handle_t *)&srv->tick);
-    server__close_handle(srv, (uv_handle_t *)&srv->sample);
-    server__whole_close(srv);
+    handle_close((uv_handle_t *)&srv->sigint);
+    handle_close((uv_handle_t *)&srv->sigterm);
+    handle_close((uv_handle_t *)&srv->sighup);
+    handle_close((uv_handle_t *)&srv->tick);
+    handle_close((uv_handle_t *)&srv->sample);
+    figures_close(srv->figures);
 fail_close_log:
-    access_log_close(&srv->access);
-    gateway_close(&srv->gateway);
-    pump_sender_close(&srv->sender);
-    conn_turns_close(&srv->turns);
+    close_core(srv);
     return rc;
 fail_close_fd:
     if (listen_fd >= 0)
         close(listen_fd);
-    gateway_close(&srv->gateway);
-    pump_sender_close(&srv->sender);
-    conn_turns_close(&srv->turns);
+    close_core(srv);
     return rc;
 }

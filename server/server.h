@@ -45,7 +45,7 @@ struct conn;
 struct snapshot;
 struct control;
 struct server_change;
-struct whole;
+struct figures;
 
 /* The listener and everything shared by its connections. Lives in main();
  * owns its handles, the access log and (through the list) every connection. */
@@ -94,18 +94,18 @@ struct server {
      * changes (GET /stats/history). */
     struct history history;
     uint64_t started_ms, stop_deadline_ms; /* started_ms: the server's epoch with workers */
-    /* workers > 1: the control plane the workers share (server/control.h,
+    /* workers > 1: the control plane the workers share (server/workers/control.h,
      * main()'s), else NULL and the three below are unused. */
     struct control *control;
     uv_poll_t control_poll;        /* this worker's eventfd: another published */
     uv_timer_t control_wait;       /* runs while changes wait for every worker */
     struct server_change *changes; /* those changes (their callers own them) */
     uint64_t generation;           /* of the shared settings this worker runs */
-    /* workers > 1: this worker's slot of the whole-server figures
-     * (server/whole.h); NULL alone. */
-    struct whole *whole;
+    uint64_t life;                 /* its life in its slot (control_join) */
+    /* workers > 1: this worker's figures in its slot (server/workers/figures.h),
+     * which the answering worker merges; NULL alone. */
+    struct figures *figures;
     bool stopping;
-    unsigned open_handles; /* server handles not yet closed */
 };
 
 /* Sets SRV up to serve CFG (kept, not copied) on LOOP with MODULES (a

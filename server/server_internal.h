@@ -3,15 +3,14 @@
 
 /* Shared by the files at the top of the core only: server.c (lifecycle,
  * signals, stop), listener.c (the socket and accepting), router.c (modules,
- * routes, response counters) and reload.c (live settings). The server__
- * prefix marks what nothing else calls. */
+ * routes, response counters), reload.c (live settings) and observe.c (the
+ * figures). The server__ prefix marks what nothing else calls. server.c
+ * calls the others through what is declared here; none of them calls
+ * server.c, so the top of the core calls one way. */
 
 #include <uv.h>
 
 struct server;
-
-/* server.c: uv_close with the server's handle count, once. */
-void server__close_handle(struct server *srv, uv_handle_t *handle);
 
 /* listener.c */
 /* Takes LISTEN_FD (or opens cfg->listen when it is < 0) and sets up its
@@ -35,20 +34,10 @@ int server__control_start(struct server *srv);
 /* Closes what server__control_start opened (nothing without workers). */
 void server__control_close(struct server *srv);
 
-/* observe.c: this process's own figures (server_snapshot merges the
- * other workers' in, whole.h). */
+/* observe.c: this process's own figures, for the whole-server figures to
+ * publish (server_snapshot merges the other workers' in). ARG is the
+ * struct server. */
 struct snapshot;
-void server__snapshot_own(const struct server *srv, struct snapshot *s);
-
-/* whole.c, with workers > 1 (srv->whole set). Publishes now and then every
- * WHOLE_PUBLISH_MS; returns 0 or a negative UV_E* code. */
-int server__whole_start(struct server *srv);
-/* At the stop: closes its timers (counted in open_handles) if it started. */
-void server__whole_close(struct server *srv);
-/* The control eventfd woke this worker: publishes now if another worker
- * asked for figures since the last publication that answered (server_refresh). */
-void server__whole_answer(struct server *srv);
-/* server_fini, after the loop ran dry: frees srv->whole. */
-void server__whole_free(struct server *srv);
+void server__snapshot_own(const void *arg, struct snapshot *s);
 
 #endif

@@ -151,7 +151,7 @@ int stats_answer(struct conn *c, stats_render_fn render, const char *type)
     if (view == STATS_REFUSED)
         return stats_refuse(c);
     /* With workers, the others publish first: the totals are exact, not
-     * some WHOLE_PUBLISH_MS behind. Without memory for the wait, as they are. */
+     * some FIGURES_PUBLISH_MS behind. Without memory for the wait, as they are. */
     struct stats_wait *w = malloc(sizeof *w);
     if (w != NULL) {
         *w = (struct stats_wait){.conn = c, .render = render, .type = type, .view = view};

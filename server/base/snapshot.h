@@ -41,7 +41,7 @@ enum snap_unit {
     SNAP_PERMILLE, /* thousandths of one */
 };
 
-/* How one figure of every worker makes the whole server's (server/whole.c,
+/* How one figure of every worker makes the whole server's (server/workers/figures.c,
  * workers > 1). The answering worker's figure is the base; the others'
  * are added to it by this rule. */
 enum snap_merge {
@@ -102,7 +102,7 @@ struct snapshot {
     size_t open; /* the innermost object still open, or SNAP_TOP */
     unsigned depth;
     bool failed;
-    void *merged; /* owned: what a merge points entries at (server/whole.c), or NULL */
+    void *merged; /* owned: what a merge points entries at (server/workers/figures.c), or NULL */
 };
 
 /* An empty snapshot: nothing allocated yet. */

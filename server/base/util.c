@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 void buf_init_fixed(struct buf *b, char *array, size_t cap)
 {
@@ -181,4 +182,10 @@ bool addr_prefix_contains(const struct addr_prefix *p, const struct addr_prefix 
     struct addr_prefix masked = *a;
     mask(masked.bytes, family_bits(a->family) / 8, p->bits);
     return memcmp(masked.bytes, p->bytes, family_bits(p->family) / 8) == 0;
+}
+
+void handle_close(uv_handle_t *handle)
+{
+    if (!uv_is_closing(handle))
+        uv_close(handle, NULL);
 }

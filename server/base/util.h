@@ -11,6 +11,11 @@
 /* The object that embeds MEMBER at PTR (libuv handles, gateway jobs). */
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
+/* uv_close with no callback, once: nothing if HANDLE (a uv_handle_t) is
+ * closing already. */
+struct uv_handle_s;
+void handle_close(struct uv_handle_s *handle);
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define KIB ((size_t)1 << 10)

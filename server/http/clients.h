@@ -208,7 +208,7 @@ struct clients_row {
 unsigned clients_top(const struct clients *t, uint64_t now_ms,
                      struct clients_row rows[CLIENTS_TOP]);
 
-/* A worker's top as another worker reads it (server/whole.c): each row's
+/* A worker's top as another worker reads it (server/workers/figures.c): each row's
  * client as text (addr_prefix_format), what it holds and used, and the sums of
  * every client of that worker its shares are of. */
 #define CLIENTS_TEXT_MAX 48

@@ -15,9 +15,11 @@ ROOMS = {
     "server/base": set(),
     "server/pool": {"server/base"},
     "server/http": {"server/base", "server/pool"},
-    "server": {"server/base", "server/pool", "server/http"},
+    "server/workers": {"server/base", "server/pool", "server/http"},
+    "server": {"server/base", "server/pool", "server/http", "server/workers"},
     "handlers": {"handlers"},
-    "main.c": {"handlers", "server", "server/base", "server/pool", "server/http"},
+    "main.c": {"handlers", "server", "server/base", "server/pool", "server/http",
+               "server/workers"},
 }
 # What a handler may include from the core: the module API, the connection,
 # pool submissions and sources, and the base helpers.

@@ -1,8 +1,8 @@
-/* The control plane's region (server/control.c): what a publish writes and
+/* The control plane's region (server/workers/control.c): what a publish writes and
  * when the generation moves (a POST's keys only, a reload's differences
  * only), the slots' states, the wake-ups, and the robust mutex: a process
  * that dies holding it does not stop the others. */
-#include "../../server/control.c"
+#include "../../server/workers/control.c"
 
 #include <poll.h>
 #include <signal.h>
@@ -73,15 +73,23 @@ static void test_slots(struct control *ctl)
 {
     struct control_view v;
     is_int(control_worker_state(ctl, 1, 1), -1, "a slot nobody joined is not running");
-    control_join(ctl, 1, getpid(), &v);
+    is_int(control_life(ctl, 1), 0, "it has no life");
+    uint64_t first = control_join(ctl, 1, &v);
+    ok(first != 0 && control_life(ctl, 1) == first,
+       "a worker that joins runs, in a life of its own");
     is_int(control_worker_state(ctl, 1, 1), 0, "a worker that joined has applied nothing yet");
     control_applied(ctl, 1, v.generation);
     is_int(control_worker_state(ctl, 1, v.generation), 1, "then what it says it applied");
     is_int(control_worker_state(ctl, 1, v.generation + 1), 0, "and not the next one");
-    control_join(ctl, 1, getpid(), &v);
+    uint64_t second = control_join(ctl, 1, &v);
     is_int(control_worker_state(ctl, 1, 1), 0, "a worker joining a slot again starts over");
+    ok(second != 0 && second != first && control_life(ctl, 1) == second,
+       "in a new life: what the first wrote is not the running worker's");
     control_worker_gone(ctl, 1);
     is_int(control_worker_state(ctl, 1, 1), -1, "a reaped worker's slot is not running");
+    is_int(control_life(ctl, 1), 0, "its life is 0 from the reap");
+    ok(control_join(ctl, 1, &v) != second, "and the next worker's is never a life given before");
+    control_worker_gone(ctl, 1);
 
     control_wake_others(ctl, 1);
     ok(!readable(control_fd(ctl, 1)), "a worker does not wake itself");

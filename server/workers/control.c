@@ -1,6 +1,8 @@
-/* The control plane the workers share (server/control.h): one anonymous
- * MAP_SHARED region, made before the fork. */
-#include "server/control.h"
+/* The control plane the workers share (server/workers/control.h): one anonymous
+ * MAP_SHARED region, made before the fork, with a slot per worker
+ * (workers_internal.h) that the whole-server figures share too. */
+#include "server/workers/control.h"
+#include "server/workers/workers_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -14,14 +16,7 @@
 
 #include "server/base/log.h"
 
-/* One worker's slot: written by its worker only (the master clears pid). */
-struct control_slot {
-    _Atomic pid_t pid;        /* 0: no worker runs in the slot */
-    _Atomic uint64_t applied; /* the generation it has applied */
-    int efd;                  /* eventfd, made before the fork; never changes */
-};
-
-/* The region. Under lock: generation, value, changed, changed_ms. */
+/* The region. Under lock: shared, history and each slot's lives. */
 struct control {
     size_t size; /* of the mapping */
     uint64_t epoch_ms;
@@ -29,7 +24,8 @@ struct control {
     pthread_mutex_t lock; /* process-shared, robust */
     struct control_view shared;
     struct history history;      /* the dashboard's: samples and changes */
-    struct control_slot slots[]; /* nslots: worker i is slots[i - 1] */
+    _Atomic uint64_t asked;      /* moved by each figures_refresh */
+    struct workers_slot slots[]; /* nslots: worker i is slots[i - 1] */
 };
 
 static uint64_t monotonic_ms(void)
@@ -81,16 +77,16 @@ static void read_live(const struct config *cfg, struct control_view *v)
     }
 }
 
-static struct control_slot *slot(const struct control *ctl, unsigned index)
+struct workers_slot *workers__slot(const struct control *ctl, unsigned index)
 {
     if (index < 1 || index > ctl->nslots)
         abort(); /* a worker index is 1..N: a bug */
-    return (struct control_slot *)&ctl->slots[index - 1];
+    return (struct workers_slot *)&ctl->slots[index - 1];
 }
 
 struct control *control_create(unsigned nworkers, const struct config *cfg)
 {
-    size_t size = sizeof(struct control) + nworkers * sizeof(struct control_slot);
+    size_t size = sizeof(struct control) + nworkers * sizeof(struct workers_slot);
     struct control *ctl =
         mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (ctl == MAP_FAILED) {
@@ -134,6 +130,11 @@ void control_free(struct control *ctl)
     munmap(ctl, ctl->size);
 }
 
+_Atomic uint64_t *workers__asked(struct control *ctl)
+{
+    return &ctl->asked;
+}
+
 uint64_t control_epoch_ms(const struct control *ctl)
 {
     return ctl->epoch_ms;
@@ -146,23 +147,30 @@ unsigned control_workers(const struct control *ctl)
 
 int control_fd(const struct control *ctl, unsigned index)
 {
-    return slot(ctl, index)->efd;
+    return workers__slot(ctl, index)->efd;
 }
 
-void control_join(struct control *ctl, unsigned index, pid_t pid, struct control_view *out)
+uint64_t control_join(struct control *ctl, unsigned index, struct control_view *out)
 {
-    struct control_slot *s = slot(ctl, index);
+    struct workers_slot *s = workers__slot(ctl, index);
     lock(ctl);
     *out = ctl->shared;
     /* What the slot's last worker applied is not this one's. */
     atomic_store(&s->applied, 0);
-    atomic_store(&s->pid, pid);
+    uint64_t life = ++s->lives;
+    atomic_store(&s->life, life);
     unlock(ctl);
+    return life;
 }
 
 void control_worker_gone(struct control *ctl, unsigned index)
 {
-    atomic_store(&slot(ctl, index)->pid, 0);
+    atomic_store(&workers__slot(ctl, index)->life, 0);
+}
+
+uint64_t control_life(const struct control *ctl, unsigned index)
+{
+    return atomic_load(&workers__slot(ctl, index)->life);
 }
 
 void control_read(struct control *ctl, struct control_view *out)
@@ -238,7 +246,8 @@ void control_wake_others(struct control *ctl, unsigned index)
     for (unsigned i = 1; i <= ctl->nslots; i++) {
         /* A slot with no worker is woken too: its next worker joins with
          * the news anyway, and finds the eventfd readable once. */
-        if (i != index && write(slot(ctl, i)->efd, &one, sizeof one) < 0 && errno != EAGAIN)
+        if (i != index && write(workers__slot(ctl, i)->efd, &one, sizeof one) < 0 &&
+            errno != EAGAIN)
             log_warn("control: waking worker %u: %s", i, strerror(errno));
     }
 }
@@ -246,19 +255,19 @@ void control_wake_others(struct control *ctl, unsigned index)
 void control_drain(struct control *ctl, unsigned index)
 {
     uint64_t count;
-    if (read(slot(ctl, index)->efd, &count, sizeof count) < 0 && errno != EAGAIN)
+    if (read(workers__slot(ctl, index)->efd, &count, sizeof count) < 0 && errno != EAGAIN)
         log_warn("control: worker %u's eventfd: %s", index, strerror(errno));
 }
 
 void control_applied(struct control *ctl, unsigned index, uint64_t generation)
 {
-    atomic_store(&slot(ctl, index)->applied, generation);
+    atomic_store(&workers__slot(ctl, index)->applied, generation);
 }
 
 int control_worker_state(const struct control *ctl, unsigned index, uint64_t generation)
 {
-    struct control_slot *s = slot(ctl, index);
-    if (atomic_load(&s->pid) == 0)
+    struct workers_slot *s = workers__slot(ctl, index);
+    if (control_life(ctl, index) == 0)
         return -1;
     return atomic_load(&s->applied) >= generation ? 1 : 0;
 }

@@ -2,19 +2,20 @@
 #define UNCLOG_CONTROL_H
 
 /* workers > 1: the control plane the workers share, so that a live setting
- * reaches every worker (issue 20).
+ * reaches every worker.
  *
  * One anonymous shared mapping, made by main() before the master forks:
  * the server's epoch (the master's start on CLOCK_MONOTONIC, which is also
  * libuv's uv_now clock), a generation, the text of every live setting as
  * the config file spells it and when each last changed, and one slot per
- * worker (its pid, the generation it has
- * applied, and an eventfd another worker writes to wake it). The settings
- * are written and read whole under a process-shared mutex, robust since a
- * worker can die holding it; nothing on the request path takes it. A slot's
- * pid and applied generation are atomics its worker writes (and the master
- * clears the pid of a worker it reaped), so anyone may read them unlocked.
- * This file knows no libuv: the worker's side is in server/reload.c. */
+ * worker (its life, the generation it has applied, an eventfd another
+ * worker writes to wake it, and its figures: server/workers/figures.h). The
+ * settings are written and read whole under a process-shared mutex, robust
+ * since a worker can die holding it; nothing on the request path takes it.
+ * A slot's life and applied generation are atomics (its worker writes them,
+ * and the master sets the life of a worker it reaped to 0), so anyone may
+ * read them unlocked. This file knows no libuv: the worker's side is in
+ * server/reload.c, its figures' in server/workers/figures.c. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -55,15 +56,21 @@ unsigned control_workers(const struct control *ctl);
 /* The eventfd of worker INDEX: readable when another worker has news. */
 int control_fd(const struct control *ctl, unsigned index);
 
-/* Worker INDEX (as process PID) joins: copies the shared settings to *OUT
- * and marks its slot running, both under the mutex, so that a change
- * published later wakes it. It then applies *OUT and says so with
- * control_applied before it serves. */
-void control_join(struct control *ctl, unsigned index, pid_t pid, struct control_view *out);
+/* Worker INDEX joins: copies the shared settings to *OUT and gives its
+ * slot a new life (never 0, never given in the slot before), both under the
+ * mutex, so that a change published later wakes it. Returns the life. It
+ * then applies *OUT and says so with control_applied before it serves. */
+uint64_t control_join(struct control *ctl, unsigned index, struct control_view *out);
 
-/* The master has reaped worker INDEX: its slot is not running any more
- * until a new worker joins it. */
+/* The master has reaped worker INDEX: its slot's life is 0 until a new
+ * worker joins it. */
 void control_worker_gone(struct control *ctl, unsigned index);
+
+/* The one rule of whether a worker runs: the life of the worker running in
+ * slot INDEX (from its control_join to its reap), or 0 when none does.
+ * Lock-free. A reader that holds something a worker wrote, with the life it
+ * wrote it in, knows that worker still runs when the two are equal. */
+uint64_t control_life(const struct control *ctl, unsigned index);
 
 /* Copies the shared settings to *OUT, under the mutex. */
 void control_read(struct control *ctl, struct control_view *out);

@@ -1,4 +1,4 @@
-#include "server/master.h"
+#include "server/workers/master.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -1,123 +1,53 @@
 /* Whole-server figures with workers > 1: each worker's publication in its
- * slot of a shared region, and the merge of every slot into the answering
- * worker's snapshot (whole.h). */
-#include "server/whole.h"
+ * slot of the region the workers share, and the merge of every slot into
+ * the answering worker's snapshot (figures.h). */
+#include "server/workers/figures.h"
+#include "server/workers/workers_internal.h"
 
-#include <errno.h>
-#include <signal.h>
 #include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "server/base/log.h"
 #include "server/base/snapshot.h"
 #include "server/base/util.h"
-#include "server/control.h"
-#include "server/module.h"
-#include "server/server.h"
-#include "server/server_internal.h"
+#include "server/workers/control.h"
 
-/* What one publication holds at most: a snapshot has some 300 figures, 12
- * histograms and 12 windows (2 latency sizes, 5 job classes twice). A
- * snapshot that outgrows them is not published (logged once). */
-#define WHOLE_FIGURES 1024
-#define WHOLE_HISTS   32
-#define WHOLE_WINDOWS 32
-#define READ_TRIES    64
+/* How often a reader tries a publication a writer keeps lapping. */
+#define READ_TRIES 64
 /* While refreshes wait, how often they look at the others' publications. */
 #define REFRESH_CHECK_MS 1
 
-/* A figure that merges: its key (snap_keys), value, rule, and the index of
- * its histogram or window in the publication (-1: none). */
-struct whole_figure {
-    uint64_t key, value;
-    int16_t hist, window;
-    uint8_t rule;
+/* A worker's own hold on the region. */
+struct figures {
+    struct figures_env env;
+    struct workers_slot *slot;   /* its own */
+    uint64_t started_ms;         /* this process's start (uv_now) */
+    uv_timer_t timer;            /* publishes every FIGURES_PUBLISH_MS */
+    uv_timer_t wait;             /* runs while refreshes wait for the others */
+    bool timer_open;             /* figures_start initialised both */
+    struct figures_wait *waits;  /* waiting (their callers own them) */
+    uint64_t answered;           /* the last ask a publication of ours answered */
+    struct figures_carry *carry; /* owned: the predecessors' totals */
+    bool failed_logged;
 };
 
-struct whole_value {
-    uint64_t key, value;
-};
-
-struct whole_hist {
-    uint64_t key;
-    struct hist_total total;
-};
-
-/* The totals of the workers that ran in a slot before the one running. */
-struct whole_carry {
-    uint32_t nvalue, nhist;
-    uint64_t requests;
-    struct whole_value value[WHOLE_FIGURES];
-    struct whole_hist hist[WHOLE_HISTS];
-};
-
-/* One worker's figures at PUBLISHED_MS. SEQ is odd while it is written. */
-struct whole_pub {
-    _Atomic uint64_t seq;
-    pid_t pid;      /* 0: never published */
-    uint64_t asked; /* the region's ask count read before these figures were taken */
-    uint64_t started_ms, published_ms, requests;
-    uint32_t nfig, nhist, nwin;
-    struct whole_figure fig[WHOLE_FIGURES];
-    struct hist_total hist[WHOLE_HISTS];
-    struct hist window[WHOLE_WINDOWS];
-    struct whole_carry carry;
-    struct clients_peer top; /* its top clients */
-};
-
-/* Readers copy pub[cur]; the writer fills the other one, then flips CUR. */
-struct whole_slot {
-    _Atomic unsigned cur;
-    struct whole_pub pub[2];
-};
-
-struct whole_region {
-    size_t size; /* of the mapping */
-    unsigned nslots;
-    _Atomic uint64_t asked; /* moved by each server_refresh */
-    struct whole_slot slot[];
-};
-
-/* ---- the region -------------------------------------------------------- */
-
-struct whole_region *whole_create(unsigned workers)
+/* Copies LEN bytes at OFFSET of slot SL's current publication (and its life
+ * and pid) into the same place of OUT. Returns false if it kept changing
+ * under the copy (a writer lapping it READ_TRIES times). */
+static bool read_part(const struct workers_slot *sl, size_t offset, size_t len,
+                      struct figures_pub *out)
 {
-    size_t size = sizeof(struct whole_region) + workers * sizeof(struct whole_slot);
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        log_error("whole-server figures: mmap: %s (each worker answers for itself)",
-                  strerror(errno));
-        return NULL;
-    }
-    struct whole_region *r = p; /* zeroed: no slot published */
-    r->size = size;
-    r->nslots = workers;
-    return r;
-}
-
-void whole_destroy(struct whole_region *r)
-{
-    if (r != NULL)
-        munmap(r, r->size);
-}
-
-/* Copies LEN bytes at OFFSET of slot I's current publication (and its pid)
- * into the same place of OUT. Returns false if it kept changing under the
- * copy (a writer lapping it READ_TRIES times). */
-static bool read_part(const struct whole_region *r, unsigned i, size_t offset, size_t len,
-                      struct whole_pub *out)
-{
-    const struct whole_slot *sl = &r->slot[i];
     for (int t = 0; t < READ_TRIES; t++) {
-        const struct whole_pub *p = &sl->pub[atomic_load_explicit(&sl->cur, memory_order_acquire)];
+        const struct figures_pub *p =
+            &sl->figures[atomic_load_explicit(&sl->cur, memory_order_acquire)];
         uint64_t seq = atomic_load_explicit(&p->seq, memory_order_acquire);
         if (seq & 1)
             continue;
+        out->life = p->life;
         out->pid = p->pid;
         memcpy((char *)out + offset, (const char *)p + offset, len);
         atomic_thread_fence(memory_order_acquire);
@@ -127,29 +57,36 @@ static bool read_part(const struct whole_region *r, unsigned i, size_t offset, s
     return false;
 }
 
-/* The whole of slot I's current publication, as read_part. */
-static bool read_slot(const struct whole_region *r, unsigned i, struct whole_pub *out)
+/* The whole of slot SL's current publication, as read_part. */
+static bool read_slot(const struct workers_slot *sl, struct figures_pub *out)
 {
-    size_t from = offsetof(struct whole_pub, pid);
-    return read_part(r, i, from, sizeof *out - from, out);
+    size_t from = offsetof(struct figures_pub, asked);
+    return read_part(sl, from, sizeof *out - from, out);
 }
 
-/* Whether PID runs (or is dead and not yet reaped by the master). */
-static bool running(pid_t pid)
+/* Whether the worker that wrote P, read from slot INDEX, runs: the one rule
+ * (control_life), so a pid given to another process since cannot fool it. */
+static bool running(const struct figures *f, unsigned index, const struct figures_pub *p)
 {
-    return pid != 0 && (kill(pid, 0) == 0 || errno == EPERM);
+    return p->life != 0 && control_life(f->env.control, index) == p->life;
 }
 
-struct clients_peer *whole_peers(const struct server *srv, unsigned *n)
+/* Slot I (0..N-1) of the region. */
+static const struct workers_slot *slot_at(const struct figures *f, unsigned i)
 {
-    const struct whole *w = srv->whole;
-    struct clients_peer *peers = malloc(w->region->nslots * sizeof *peers);
-    struct whole_pub *pub = malloc(sizeof *pub);
+    return workers__slot(f->env.control, i + 1);
+}
+
+struct clients_peer *figures_peers(const struct figures *f, unsigned *n)
+{
+    unsigned nslots = control_workers(f->env.control);
+    struct clients_peer *peers = malloc(nslots * sizeof *peers);
+    struct figures_pub *pub = malloc(sizeof *pub);
     *n = 0;
-    for (unsigned i = 0; peers != NULL && pub != NULL && i < w->region->nslots; i++) {
-        if (i != w->worker - 1 &&
-            read_part(w->region, i, offsetof(struct whole_pub, top), sizeof pub->top, pub) &&
-            running(pub->pid))
+    for (unsigned i = 0; peers != NULL && pub != NULL && i < nslots; i++) {
+        if (i != f->env.worker - 1 &&
+            read_part(slot_at(f, i), offsetof(struct figures_pub, top), sizeof pub->top, pub) &&
+            running(f, i + 1, pub))
             peers[(*n)++] = pub->top;
     }
     free(pub);
@@ -158,7 +95,7 @@ struct clients_peer *whole_peers(const struct server *srv, unsigned *n)
 
 /* ---- carrying a predecessor's totals ----------------------------------- */
 
-static void carry_value(struct whole_carry *c, uint64_t key, uint64_t value)
+static void carry_value(struct figures_carry *c, uint64_t key, uint64_t value)
 {
     for (uint32_t i = 0; i < c->nvalue; i++) {
         if (c->value[i].key == key) {
@@ -166,11 +103,11 @@ static void carry_value(struct whole_carry *c, uint64_t key, uint64_t value)
             return;
         }
     }
-    if (c->nvalue < WHOLE_FIGURES)
-        c->value[c->nvalue++] = (struct whole_value){key, value};
+    if (c->nvalue < FIGURES_MAX)
+        c->value[c->nvalue++] = (struct figures_value){key, value};
 }
 
-static void carry_hist(struct whole_carry *c, uint64_t key, const struct hist_total *t)
+static void carry_hist(struct figures_carry *c, uint64_t key, const struct hist_total *t)
 {
     for (uint32_t i = 0; i < c->nhist; i++) {
         if (c->hist[i].key == key) {
@@ -178,19 +115,19 @@ static void carry_hist(struct whole_carry *c, uint64_t key, const struct hist_to
             return;
         }
     }
-    if (c->nhist < WHOLE_HISTS) {
+    if (c->nhist < FIGURES_HISTS_MAX) {
         c->hist[c->nhist].key = key;
         c->hist[c->nhist++].total = *t;
     }
 }
 
 /* Into C: the carry of OLD (the slot's last publication) and its totals. */
-static void carry_over(struct whole_carry *c, const struct whole_pub *old)
+static void carry_over(struct figures_carry *c, const struct figures_pub *old)
 {
     *c = old->carry;
     c->requests += old->requests;
     for (uint32_t i = 0; i < old->nfig; i++) {
-        const struct whole_figure *f = &old->fig[i];
+        const struct figures_figure *f = &old->fig[i];
         if (f->hist >= 0)
             carry_hist(c, f->key, &old->hist[f->hist]);
         else if (f->rule == SNAP_TOTAL)
@@ -198,33 +135,30 @@ static void carry_over(struct whole_carry *c, const struct whole_pub *old)
     }
 }
 
-int whole_attach(struct server *srv, struct whole_region *r, unsigned worker)
+struct figures *figures_attach(const struct figures_env *env)
 {
-    if (worker < 1 || worker > r->nslots)
-        return UV_EINVAL;
-    struct whole *w = calloc(1, sizeof *w);
-    struct whole_pub *old = malloc(sizeof *old);
-    if (w == NULL || old == NULL)
+    struct figures *f = calloc(1, sizeof *f);
+    struct figures_pub *old = malloc(sizeof *old);
+    if (f == NULL || old == NULL)
         goto fail_nomem;
-    w->carry = calloc(1, sizeof *w->carry);
-    if (w->carry == NULL)
+    f->carry = calloc(1, sizeof *f->carry);
+    if (f->carry == NULL)
         goto fail_nomem;
+    f->env = *env;
+    f->slot = workers__slot(env->control, env->worker);
     /* The predecessor is reaped: nothing writes the slot while it is read. */
-    if (read_slot(r, worker - 1, old) && old->pid != 0)
-        carry_over(w->carry, old);
+    if (read_slot(f->slot, old) && old->life != 0)
+        carry_over(f->carry, old);
     free(old);
-    w->region = r;
-    w->worker = worker;
-    w->started_ms = uv_now(srv->loop);
-    srv->whole = w;
-    return 0;
+    f->started_ms = uv_now(env->loop);
+    return f;
 
 fail_nomem:
-    if (w != NULL)
-        free(w->carry);
-    free(w);
+    if (f != NULL)
+        free(f->carry);
+    free(f);
     free(old);
-    return UV_ENOMEM;
+    return NULL;
 }
 
 /* ---- publishing -------------------------------------------------------- */
@@ -240,13 +174,13 @@ static enum snap_merge rule_of(const struct snap_entry *e)
     return snap_merge_of(e->def);
 }
 
-static int window_index(struct whole_pub *p, const struct hist **seen, const struct hist *h)
+static int window_index(struct figures_pub *p, const struct hist **seen, const struct hist *h)
 {
     for (uint32_t i = 0; i < p->nwin; i++) {
         if (seen[i] == h)
             return (int)i;
     }
-    if (p->nwin == WHOLE_WINDOWS)
+    if (p->nwin == FIGURES_WINDOW_MAX)
         return -1;
     seen[p->nwin] = h;
     p->window[p->nwin] = *h;
@@ -254,9 +188,9 @@ static int window_index(struct whole_pub *p, const struct hist **seen, const str
 }
 
 /* P's figures from S (KEYS its keys). Returns false if they do not fit. */
-static bool fill(struct whole_pub *p, const struct snapshot *s, const uint64_t *keys)
+static bool fill(struct figures_pub *p, const struct snapshot *s, const uint64_t *keys)
 {
-    const struct hist *seen[WHOLE_WINDOWS];
+    const struct hist *seen[FIGURES_WINDOW_MAX];
     p->nfig = p->nhist = p->nwin = 0;
     for (size_t i = 0; i < s->len; i++) {
         const struct snap_entry *e = &s->entry[i];
@@ -265,15 +199,15 @@ static bool fill(struct whole_pub *p, const struct snapshot *s, const uint64_t *
         enum snap_merge rule = rule_of(e);
         if (rule == SNAP_SAME || rule == SNAP_OWN)
             continue;
-        if (p->nfig == WHOLE_FIGURES)
+        if (p->nfig == FIGURES_MAX)
             return false;
-        struct whole_figure *f = &p->fig[p->nfig++];
-        *f = (struct whole_figure){
+        struct figures_figure *f = &p->fig[p->nfig++];
+        *f = (struct figures_figure){
             .key = keys[i], .value = e->value, .hist = -1, .window = -1, .rule = (uint8_t)rule};
         if (e->window != NULL && (f->window = (int16_t)window_index(p, seen, e->window)) < 0)
             return false;
         if (e->window == NULL && e->def->kind == SNAP_HISTOGRAM) {
-            if (p->nhist == WHOLE_HISTS)
+            if (p->nhist == FIGURES_HISTS_MAX)
                 return false;
             p->hist[p->nhist] = *e->hist;
             f->hist = (int16_t)p->nhist++;
@@ -284,23 +218,24 @@ static bool fill(struct whole_pub *p, const struct snapshot *s, const uint64_t *
 
 /* Writes S, taken once the ask count was ASKED, into the slot's other
  * publication, then points readers at it. */
-static bool publish(struct whole *w, const struct server *srv, const struct snapshot *s,
-                    const uint64_t *keys, uint64_t asked)
+static bool publish(struct figures *f, const struct snapshot *s, const uint64_t *keys,
+                    uint64_t asked)
 {
-    struct whole_slot *sl = &w->region->slot[w->worker - 1];
+    struct workers_slot *sl = f->slot;
     unsigned next = 1 - atomic_load_explicit(&sl->cur, memory_order_relaxed);
-    struct whole_pub *p = &sl->pub[next];
+    struct figures_pub *p = &sl->figures[next];
     uint64_t seq = atomic_load_explicit(&p->seq, memory_order_relaxed) | 1;
     atomic_store_explicit(&p->seq, seq, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     bool fits = fill(p, s, keys);
+    p->life = f->env.life;
     p->pid = getpid();
     p->asked = asked;
-    p->started_ms = w->started_ms;
-    p->published_ms = uv_now(srv->loop);
-    p->requests = srv->requests;
-    p->carry = *w->carry;
-    clients_peer(&srv->clients, p->published_ms, &p->top);
+    p->started_ms = f->started_ms;
+    p->published_ms = uv_now(f->env.loop);
+    p->requests = *f->env.requests;
+    p->carry = *f->carry;
+    clients_peer(f->env.clients, p->published_ms, &p->top);
     atomic_store_explicit(&p->seq, seq + 1, memory_order_release);
     if (fits)
         atomic_store_explicit(&sl->cur, next, memory_order_release);
@@ -308,127 +243,120 @@ static bool publish(struct whole *w, const struct server *srv, const struct snap
 }
 
 /* publish, or a warning the first time it cannot. */
-static void publish_logged(struct whole *w, const struct server *srv, const struct snapshot *s,
-                           const uint64_t *keys, uint64_t asked)
+static void publish_logged(struct figures *f, const struct snapshot *s, const uint64_t *keys,
+                           uint64_t asked)
 {
-    if ((keys == NULL || !publish(w, srv, s, keys, asked)) && !w->failed_logged) {
+    if ((keys == NULL || !publish(f, s, keys, asked)) && !f->failed_logged) {
         log_warn("whole-server figures: this worker's could not be published (too many or no "
                  "memory)");
-        w->failed_logged = true;
+        f->failed_logged = true;
     }
 }
 
-static void whole_publish(struct server *srv)
+static void publish_own(struct figures *f)
 {
-    struct whole *w = srv->whole;
     /* Read before the figures are taken: they count all done by then. */
-    uint64_t asked = atomic_load_explicit(&w->region->asked, memory_order_acquire);
+    uint64_t asked = atomic_load_explicit(workers__asked(f->env.control), memory_order_acquire);
     struct snapshot s;
     snap_init(&s);
-    server__snapshot_own(srv, &s);
+    f->env.own(f->env.arg, &s);
     uint64_t *keys = snap_complete(&s) ? malloc(s.len * sizeof *keys + 1) : NULL;
     if (keys != NULL)
         snap_keys(&s, keys);
-    publish_logged(w, srv, &s, keys, asked);
-    w->answered = asked;
+    publish_logged(f, &s, keys, asked);
+    f->answered = asked;
     free(keys);
     snap_free(&s);
 }
 
-void server__whole_answer(struct server *srv)
+void figures_answer(struct figures *f)
 {
-    struct whole *w = srv->whole;
-    if (atomic_load_explicit(&w->region->asked, memory_order_acquire) != w->answered)
-        whole_publish(srv);
+    if (atomic_load_explicit(workers__asked(f->env.control), memory_order_acquire) != f->answered)
+        publish_own(f);
 }
 
 /* Whether every other running worker has published since ask ASKED. */
-static bool answered_everywhere(const struct whole *w, struct whole_pub *pub, uint64_t asked)
+static bool answered_everywhere(const struct figures *f, struct figures_pub *pub, uint64_t asked)
 {
-    for (unsigned i = 0; i < w->region->nslots; i++) {
-        if (i == w->worker - 1)
+    for (unsigned i = 0; i < control_workers(f->env.control); i++) {
+        if (i == f->env.worker - 1)
             continue;
         /* One that cannot be read now (a writer lapping the reader) is looked at again. */
-        if (!read_part(w->region, i, offsetof(struct whole_pub, asked), sizeof pub->asked, pub))
+        if (!read_part(slot_at(f, i), offsetof(struct figures_pub, asked), sizeof pub->asked, pub))
             return false;
-        if (running(pub->pid) && pub->asked < asked)
+        if (running(f, i + 1, pub) && pub->asked < asked)
             return false;
     }
     return true;
 }
 
-static void whole_on_wait(uv_timer_t *timer)
+static void on_wait(uv_timer_t *timer)
 {
-    struct server *srv = timer->data;
-    struct whole *w = srv->whole;
-    uint64_t now = uv_now(srv->loop);
-    struct whole_pub *pub = malloc(sizeof *pub);
-    struct server_refresh **link = &w->refreshes;
+    struct figures *f = timer->data;
+    uint64_t now = uv_now(f->env.loop);
+    struct figures_pub *pub = malloc(sizeof *pub);
+    struct figures_wait **link = &f->waits;
     while (*link != NULL) {
-        struct server_refresh *r = *link;
+        struct figures_wait *w = *link;
         /* Out of memory, nobody can be looked at: the wait runs out. */
-        if (now < r->deadline_ms && (pub == NULL || !answered_everywhere(w, pub, r->asked))) {
-            link = &r->next;
+        if (now < w->deadline_ms && (pub == NULL || !answered_everywhere(f, pub, w->asked))) {
+            link = &w->next;
             continue;
         }
-        *link = r->next; /* out of the list before DONE, which may free it */
-        r->done(r);
+        *link = w->next; /* out of the list before DONE, which may free it */
+        w->done(w);
     }
     free(pub);
-    if (w->refreshes == NULL)
+    if (f->waits == NULL)
         uv_timer_stop(timer);
 }
 
-bool server_refresh(struct server *srv, struct server_refresh *refresh, server_refresh_fn done)
+bool figures_refresh(struct figures *f, struct figures_wait *wait, figures_wait_fn done,
+                     uint64_t deadline_ms)
 {
-    struct whole *w = srv->whole;
-    if (w == NULL || srv->control == NULL || !w->timer_open)
+    if (!f->timer_open)
         return false;
-    uint64_t asked = atomic_fetch_add_explicit(&w->region->asked, 1, memory_order_acq_rel) + 1;
-    control_wake_others(srv->control, srv->worker);
-    *refresh = (struct server_refresh){.next = w->refreshes,
-                                       .asked = asked,
-                                       .deadline_ms = uv_now(srv->loop) + SERVER_REFRESH_WAIT_MS,
-                                       .done = done};
-    if (w->refreshes == NULL &&
-        uv_timer_start(&w->wait, whole_on_wait, REFRESH_CHECK_MS, REFRESH_CHECK_MS) < 0)
+    uint64_t asked =
+        atomic_fetch_add_explicit(workers__asked(f->env.control), 1, memory_order_acq_rel) + 1;
+    control_wake_others(f->env.control, f->env.worker);
+    *wait = (struct figures_wait){
+        .next = f->waits, .asked = asked, .deadline_ms = deadline_ms, .done = done};
+    if (f->waits == NULL &&
+        uv_timer_start(&f->wait, on_wait, REFRESH_CHECK_MS, REFRESH_CHECK_MS) < 0)
         return false; /* only while closing: nobody is left to wait for */
-    w->refreshes = refresh;
+    f->waits = wait;
     return true;
 }
 
-static void whole_on_timer(uv_timer_t *timer)
+static void on_timer(uv_timer_t *timer)
 {
-    whole_publish(timer->data);
+    publish_own(timer->data);
 }
 
-int server__whole_start(struct server *srv)
+int figures_start(struct figures *f)
 {
-    struct whole *w = srv->whole;
-    uv_timer_init(srv->loop, &w->timer);
-    uv_timer_init(srv->loop, &w->wait);
-    srv->open_handles += 2;
-    w->timer_open = true;
-    w->timer.data = w->wait.data = srv;
-    whole_publish(srv);
-    return uv_timer_start(&w->timer, whole_on_timer, WHOLE_PUBLISH_MS, WHOLE_PUBLISH_MS);
+    uv_timer_init(f->env.loop, &f->timer);
+    uv_timer_init(f->env.loop, &f->wait);
+    f->timer_open = true;
+    f->timer.data = f->wait.data = f;
+    publish_own(f);
+    return uv_timer_start(&f->timer, on_timer, FIGURES_PUBLISH_MS, FIGURES_PUBLISH_MS);
 }
 
-void server__whole_close(struct server *srv)
+void figures_close(struct figures *f)
 {
-    if (srv->whole != NULL && srv->whole->timer_open) {
-        server__close_handle(srv, (uv_handle_t *)&srv->whole->timer);
-        server__close_handle(srv, (uv_handle_t *)&srv->whole->wait);
-    }
-}
-
-void server__whole_free(struct server *srv)
-{
-    if (srv->whole == NULL)
+    if (f == NULL || !f->timer_open)
         return;
-    free(srv->whole->carry);
-    free(srv->whole);
-    srv->whole = NULL;
+    handle_close((uv_handle_t *)&f->timer);
+    handle_close((uv_handle_t *)&f->wait);
+}
+
+void figures_free(struct figures *f)
+{
+    if (f == NULL)
+        return;
+    free(f->carry);
+    free(f);
 }
 
 /* ---- merging ----------------------------------------------------------- */
@@ -479,7 +407,7 @@ static size_t index_find(const struct index *ix, uint64_t key)
 struct merge {
     struct snapshot *s;
     struct index ix;
-    struct whole_pub *pub;
+    struct figures_pub *pub;
     struct hist **window; /* the distinct windows, S's own copies */
     size_t nwindow;
     bool *merged; /* per window: merged from the slot being read */
@@ -542,11 +470,11 @@ static char *own_copies(struct merge *m, unsigned names)
 }
 
 /* Adds the figures of publication P (a running worker's if LIVE). */
-static void merge_figures(struct merge *m, const struct whole_pub *p, bool live)
+static void merge_figures(struct merge *m, const struct figures_pub *p, bool live)
 {
     memset(m->merged, 0, m->nwindow * sizeof *m->merged);
     for (uint32_t i = 0; i < p->nfig; i++) {
-        const struct whole_figure *f = &p->fig[i];
+        const struct figures_figure *f = &p->fig[i];
         size_t at = index_find(&m->ix, f->key);
         if (at == SIZE_MAX)
             continue; /* not in the answering worker's (a route of another build) */
@@ -568,7 +496,7 @@ static void merge_figures(struct merge *m, const struct whole_pub *p, bool live)
     }
 }
 
-static void merge_carry(struct merge *m, const struct whole_carry *c)
+static void merge_carry(struct merge *m, const struct figures_carry *c)
 {
     for (uint32_t i = 0; i < c->nvalue; i++) {
         size_t at = index_find(&m->ix, c->value[i].key);
@@ -637,20 +565,19 @@ static void per_worker(struct merge *m, const struct slot_seen *seen, unsigned n
 
 /* Reads every slot but the answering worker's (whose figures S has fresh)
  * into M; each one's carried totals, the answering one's included. */
-static bool merge_slots(struct merge *m, const struct server *srv, struct slot_seen *seen)
+static bool merge_slots(struct merge *m, const struct figures *f, struct slot_seen *seen)
 {
-    const struct whole *w = srv->whole;
-    for (unsigned i = 0; i < w->region->nslots; i++) {
-        if (i == w->worker - 1) {
-            seen[i] = (struct slot_seen){true, getpid(), w->started_ms,
-                                         srv->requests + w->carry->requests};
-            merge_carry(m, w->carry);
+    for (unsigned i = 0; i < control_workers(f->env.control); i++) {
+        if (i == f->env.worker - 1) {
+            seen[i] = (struct slot_seen){true, getpid(), f->started_ms,
+                                         *f->env.requests + f->carry->requests};
+            merge_carry(m, f->carry);
             continue;
         }
-        if (!read_slot(w->region, i, m->pub))
+        if (!read_slot(slot_at(f, i), m->pub))
             return false;
-        const struct whole_pub *p = m->pub;
-        bool live = running(p->pid);
+        const struct figures_pub *p = m->pub;
+        bool live = running(f, i + 1, p);
         seen[i] = (struct slot_seen){live, p->pid, p->started_ms, p->requests + p->carry.requests};
         merge_figures(m, p, live);
         merge_carry(m, &p->carry);
@@ -661,8 +588,8 @@ static bool merge_slots(struct merge *m, const struct server *srv, struct slot_s
 /* Each window figure's value again, from its merged window. */
 static void summarize_windows(struct merge *m)
 {
-    struct hist_summary sum[WHOLE_WINDOWS];
-    size_t n = m->nwindow < WHOLE_WINDOWS ? m->nwindow : WHOLE_WINDOWS;
+    struct hist_summary sum[FIGURES_WINDOW_MAX];
+    size_t n = m->nwindow < FIGURES_WINDOW_MAX ? m->nwindow : FIGURES_WINDOW_MAX;
     for (size_t k = 0; k < n; k++)
         hist_summary(m->window[k], m->now, &sum[k]);
     for (size_t i = 0; i < m->s->len; i++) {
@@ -675,10 +602,10 @@ static void summarize_windows(struct merge *m)
     }
 }
 
-void whole_merge(const struct server *srv, struct snapshot *s)
+void figures_merge(struct figures *f, struct snapshot *s)
 {
-    unsigned n = srv->whole->region->nslots;
-    struct merge m = {.s = s, .now = uv_now(srv->loop)};
+    unsigned n = control_workers(f->env.control);
+    struct merge m = {.s = s, .now = uv_now(f->env.loop)};
     uint64_t *keys = malloc(s->len * sizeof *keys + 1);
     struct slot_seen *seen = malloc(n * sizeof *seen);
     m.pub = malloc(sizeof *m.pub);
@@ -688,9 +615,9 @@ void whole_merge(const struct server *srv, struct snapshot *s)
         snap_keys(s, keys);
         /* Published first: a later answer of any worker then shows at
          * least what this one does, so no total goes back between two. */
-        publish_logged(srv->whole, srv, s, keys, srv->whole->answered);
+        publish_logged(f, s, keys, f->answered);
         if (index_build(&m.ix, s, keys) && (names = own_copies(&m, n)) != NULL &&
-            merge_slots(&m, srv, seen)) {
+            merge_slots(&m, f, seen)) {
             summarize_windows(&m);
             per_worker(&m, seen, n, names);
             done = true;
