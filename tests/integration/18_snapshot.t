@@ -91,6 +91,7 @@ RULES = [
     ("memory.budget", lambda: num("unclog_buffer_memory_budget_bytes")),
     ("memory.held", lambda: num("unclog_buffer_memory_held_bytes")),
     ("memory.peak", lambda: num("unclog_buffer_memory_peak_bytes")),
+    ("memory.kept", lambda: num("unclog_buffer_memory_kept_bytes")),
     ("memory.waiting", lambda: num("unclog_buffer_memory_waiters")),
     ("memory.waits", lambda: num("unclog_buffer_memory_waits_total")),
     ("memory.waited_ms_total", lambda: num("unclog_buffer_memory_wait_seconds_total", MS)),
