@@ -31,7 +31,7 @@
  * its first ready with input to its release: one an earlier stream gave
  * back, else one its first job allocates (so that a response waiting for
  * the budget holds none of it). The budget is charged for the state either
- * way (zstate_memory), from that first ready on. A body reserves
+ * way (zstate_memory): a file's as it starts, a body's as below. A body reserves
  * late: its input buffer grows with what arrives, zlib's state is
  * reserved once a slice is there to deflate (or the body has ended), and
  * the pump's slot as the first job starts, so that a slow upload holds no
