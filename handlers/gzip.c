@@ -10,6 +10,7 @@
 #include "server/base/config.h"
 #include "server/base/util.h"
 #include "server/pool/gateway.h"
+#include "server/pool/zstates.h"
 
 /* zlib's window and hash sizes (windowBits 9..15, memLevel 1..9): the
  * defaults for input of unknown or large size; an input known to be small
@@ -23,27 +24,23 @@
 #define WINDOW_BITS_MIN 9
 #define MEM_LEVEL_MAX   8
 
-/* What a z_stream with these sizes holds (zlib's formula, plus its state):
- * counted against the budget. */
-static size_t deflate_memory(int window_bits, int mem_level)
-{
-    return ((size_t)1 << (window_bits + 2)) + ((size_t)1 << (mem_level + 9)) + 8 * KIB;
-}
-
 /* Deflates its input on the pool, one piece of input per job: a request
  * body as it arrives, in slices of gzip_partition (base.slice), or a file,
  * in the pieces the pump cuts it in (as for any file read). Owns the input
- * buffer, the file and the z_stream, which the first job sets up (so that
- * a response waiting for the budget holds none of it). A body reserves
+ * buffer and the file, and holds a zlib state (server/pool/zstates.h) from
+ * its first ready with input to its release: one an earlier stream gave
+ * back, else one its first job allocates (so that a response waiting for
+ * the budget holds none of it). The budget is charged for the state either
+ * way (zstate_memory): a file's as it starts, a body's as below. A body reserves
  * late: its input buffer grows with what arrives, zlib's state is
  * reserved once a slice is there to deflate (or the body has ended), and
  * the pump's slot as the first job starts, so that a slow upload holds no
  * more than the bytes it has sent until then. */
 struct deflate_source {
     struct pump_source base;
-    z_stream z;
-    bool z_ready, z_held;
-    int window_bits, mem_level;
+    struct zstate *zs; /* taken on the loop, given back by release */
+    bool z_held;       /* the budget holds the state's memory (a body's) */
+    struct zparams params;
     char *in;        /* the input: allocated once the budget has it */
     size_t in_cap;   /* the largest piece */
     size_t in_size;  /* a body's: bytes of IN allocated (and held), up to in_cap */
@@ -72,7 +69,7 @@ struct deflate_source {
  * Returns 0 or -errno. */
 static int next_slice(struct deflate_source *d, size_t piece)
 {
-    z_stream *z = &d->z;
+    z_stream *z = &d->zs->z;
     if (d->conn != NULL) {
         /* An empty body has no bytes, and NULL + 0 is undefined behaviour. */
         z->next_in = d->slice_len ? (Bytef *)d->in + d->slice_at : Z_NULL;
@@ -101,16 +98,12 @@ static int deflate_fill(struct pump_source *src, size_t piece, char *buf, size_t
                         bool *eof)
 {
     struct deflate_source *d = container_of(src, struct deflate_source, base);
-    z_stream *z = &d->z;
-    if (d->no_memory)
+    if (d->no_memory || d->zs == NULL)
         return -ENOMEM;
-    if (!d->z_ready) {
-        /* windowBits + 16: a gzip wrapper rather than zlib's. */
-        if (deflateInit2(z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, d->window_bits + 16, d->mem_level,
-                         Z_DEFAULT_STRATEGY) != Z_OK)
-            return -ENOMEM;
-        d->z_ready = true;
-    }
+    /* The first job of a stream on a new state allocates zlib's memory. */
+    if (zstate_begin(d->zs) != Z_OK)
+        return -ENOMEM;
+    z_stream *z = &d->zs->z;
     if (z->avail_in == 0 && !d->last_slice) {
         int rc = next_slice(d, piece);
         if (rc < 0)
@@ -142,6 +135,23 @@ static int deflate_fill(struct pump_source *src, size_t piece, char *buf, size_t
     return 0;
 }
 
+/* Loop thread, no job running: input zlib holds and has not deflated. */
+static size_t zlib_input(const struct deflate_source *d)
+{
+    return d->zs != NULL ? d->zs->z.avail_in : 0;
+}
+
+/* Loop thread: the source holds a zlib state from now on. False when out
+ * of memory (the next job fails, and the response with it). */
+static bool take_state(struct deflate_source *d)
+{
+    if (d->zs == NULL)
+        d->zs = zstates_take(d->base.pump->env->zstates, &d->params);
+    if (d->zs == NULL)
+        d->no_memory = true;
+    return d->zs != NULL;
+}
+
 static const struct config_table gzip_config_table;
 
 /* The running values of the module's keys. */
@@ -161,8 +171,8 @@ static void hand_slice(struct deflate_source *d)
      * until its end: up to its limit, so a long upload is bulk work and
      * each slice is charged its bytes. */
     uint64_t rest = d->body_done ? 0 : d->chunked ? d->body_max - d->body_len : d->body_left;
-    d->base.remaining = d->z.avail_in + (d->in_len - d->in_pos) + rest;
-    if (d->z.avail_in == 0 && !d->last_slice && !d->slice_handed) {
+    d->base.remaining = zlib_input(d) + (d->in_len - d->in_pos) + rest;
+    if (zlib_input(d) == 0 && !d->last_slice && !d->slice_handed) {
         size_t have = d->in_len - d->in_pos;
         d->slice_at = d->in_pos;
         d->slice_len = have < d->base.slice ? have : d->base.slice;
@@ -203,6 +213,7 @@ static bool deflate_ready(struct pump_source *src)
     if (d->conn == NULL) {
         if (d->in == NULL && (d->in = malloc(d->in_cap)) == NULL)
             d->no_memory = true; /* the job fails, and the response with it */
+        take_state(d);
         return true;
     }
     if (d->no_memory)
@@ -211,16 +222,19 @@ static bool deflate_ready(struct pump_source *src)
      * the size of its buffer. */
     size_t now = gzip_config_of(d->conn)->gzip_partition;
     d->base.slice = now < d->in_cap ? now : d->in_cap;
-    if (d->z.avail_in > 0 || d->slice_handed || d->body_done ||
+    if (zlib_input(d) > 0 || d->slice_handed || d->body_done ||
         d->in_len - d->in_pos >= d->base.slice) {
         /* A slice to deflate: now zlib's state is worth its memory. */
-        size_t state = deflate_memory(d->window_bits, d->mem_level);
+        size_t state = zstate_memory(&d->params);
         if (!d->z_held && !pump_reserve(d->base.pump, state)) {
             conn_body_window(d->conn, 0);
             return false;
         }
         d->z_held = true;
-        hand_slice(d);
+        if (take_state(d))
+            hand_slice(d);
+        else
+            conn_body_window(d->conn, 0); /* the job fails at once */
         return true;
     }
     /* zlib has taken all it was given: what is left moves to the front. */
@@ -245,8 +259,9 @@ static void deflate_release(struct pump_source *src)
     struct deflate_source *d = container_of(src, struct deflate_source, base);
     if (d->fd >= 0)
         close(d->fd);
-    if (d->z_ready)
-        deflateEnd(&d->z);
+    /* The pump releases a source only once no fill of it is on the pool. */
+    if (d->zs != NULL)
+        zstates_give(d->base.pump->env->zstates, d->zs);
     free(d->in);
     free(d);
 }
@@ -258,7 +273,7 @@ static size_t deflate_size(struct pump_source *src, size_t piece_max)
     struct deflate_source *d = container_of(src, struct deflate_source, base);
     d->in_cap = piece_max;
     /* A body reserves late (deflate_ready); a file all at once. */
-    src->held = d->conn != NULL ? 0 : d->in_cap + deflate_memory(d->window_bits, d->mem_level);
+    src->held = d->conn != NULL ? 0 : d->in_cap + zstate_memory(&d->params);
     /* A stream's bound without the stream: zlib's most conservative. */
     return deflateBound(Z_NULL, (uLong)piece_max) + 64;
 }
@@ -274,10 +289,14 @@ static struct deflate_source *deflate_new(uint64_t len)
     if (d == NULL)
         return NULL;
     d->fd = -1;
-    d->window_bits = WINDOW_BITS_MIN;
-    while (d->window_bits < WINDOW_BITS_MAX && ((uint64_t)1 << d->window_bits) < len)
-        d->window_bits++;
-    d->mem_level = d->window_bits == WINDOW_BITS_MAX ? MEM_LEVEL_MAX : d->window_bits - 7;
+    int window_bits = WINDOW_BITS_MIN;
+    while (window_bits < WINDOW_BITS_MAX && ((uint64_t)1 << window_bits) < len)
+        window_bits++;
+    /* windowBits + 16: a gzip wrapper rather than zlib's. */
+    d->params = (struct zparams){.level = Z_DEFAULT_COMPRESSION,
+                                 .window_bits = window_bits + 16,
+                                 .mem_level = window_bits == WINDOW_BITS_MAX ? MEM_LEVEL_MAX
+                                                                             : window_bits - 7};
     d->base = (struct pump_source){.ops = &deflate_ops, .cls = GATEWAY_GZIP};
     return d;
 }

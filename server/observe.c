@@ -224,6 +224,7 @@ static void snapshot(const struct server *srv, const struct clients_peer *peers,
     snap_add(s, &uptime_def, uv_now(srv->loop) - srv->started_ms);
     connections_stats(srv, peers, npeers, s);
     budget_stats(&srv->budget, s);
+    zstates_stats(&srv->zstates, s);
     for (size_t i = 0; srv->modules[i] != NULL; i++) {
         if (srv->modules[i]->config != NULL)
             snap_add_settings(s, srv->cfg, srv->modules[i]->config);

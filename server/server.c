@@ -175,6 +175,8 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->gateway.ran = server_on_job_ran;
     srv->gateway.ran_arg = srv;
     budget_init(&srv->budget, cfg->max_buffer_memory);
+    /* As many idle zlib states as the pool has threads to deflate at once. */
+    zstates_init(&srv->zstates, &srv->budget, cfg->threads);
     pump_sender_init(&srv->sender, loop, cfg->send_turn);
     srv->sender.reads.supported = pump_loop_reads_probe(srv->root);
     log_info("loop reads: %s", !srv->sender.reads.supported ? "off: the kernel lacks openat2 "
@@ -184,6 +186,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     conn_turns_init(&srv->turns, loop, (uint64_t)cfg->turn_share * 1000);
     srv->pump_env = (struct pump_env){.gateway = &srv->gateway,
                                       .budget = &srv->budget,
+                                      .zstates = &srv->zstates,
                                       .bytes_sent = &srv->bytes_sent,
                                       .sent = server_on_sent,
                                       .held = server_on_held,
@@ -231,6 +234,7 @@ void server_fini(struct server *srv)
             srv->modules[i]->fini(srv, srv->module_state[i]);
         srv->module_state[i] = NULL;
     }
+    zstates_fini(&srv->zstates);
     figures_free(srv->figures);
     srv->figures = NULL;
 }

@@ -67,6 +67,7 @@ struct server {
     struct access_log access;
     struct gateway gateway;                 /* the one door to the threadpool */
     struct budget budget;                   /* what buffers may hold at once */
+    struct zstates zstates;                 /* zlib's states between streams */
     struct pump_env pump_env;               /* what every response's pump shares */
     struct pump_sender sender;              /* the loop's writes, shared by client */
     struct conn_turns turns;                /* the loop's time, shared by client */

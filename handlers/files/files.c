@@ -25,6 +25,7 @@
 #include "handlers/files/range.h"
 #include "server/base/log.h"
 #include "server/base/util.h"
+#include "server/pool/zstates.h"
 
 /* A file to send: open (FD), or its whole body in memory (BODY). */
 struct file {
@@ -51,6 +52,7 @@ struct open_job {
     bool want_dir, want_gz, want_listing, gzip_possible;
     bool dotfiles;              /* hidden names listed */
     size_t gzip_listing_min;    /* a listing this big or bigger is gzipped (0: never) */
+    struct zstate *zs;          /* the list job's zlib state, if it may gzip; or NULL */
     int inotify_fd;             /* the cache's, or -1: the body is not for the cache */
     size_t first_max;           /* largest body read with the open (0: none) */
     size_t budgeted;            /* of the memory budget, taken for that body */
@@ -202,6 +204,11 @@ static void read_body(struct open_job *j)
     read_first(j);
 }
 
+/* A listing's deflate: a gzip wrapper, zlib's largest window and default
+ * hash (a page of unknown size). */
+static const struct zparams listing_zparams = {
+    .level = Z_DEFAULT_COMPRESSION, .window_bits = 15 + 16, .mem_level = 8};
+
 static void list_work(struct gateway_job *job)
 {
     struct open_job *j = container_of(job, struct open_job, job);
@@ -214,7 +221,9 @@ static void list_work(struct gateway_job *job)
     /* Deflated here, whole: the page is in memory already, and this job is
      * the listing's own. Out of memory, it goes out as it is. */
     size_t gz_len;
-    char *gz = listing_gzip(j->listing, j->listing_len, &gz_len);
+    char *gz = j->zs != NULL && zstate_begin(j->zs) == Z_OK
+                   ? listing_gzip(&j->zs->z, j->listing, j->listing_len, &gz_len)
+                   : NULL;
     if (gz != NULL) {
         free(j->listing);
         j->listing = gz;
@@ -533,6 +542,10 @@ static bool next_stage(struct open_job *j, struct server *srv)
     /* A directory's own size grows with its entries: the listing's cost. */
     uint64_t size = (uint64_t)j->f.st.st_size;
     struct gateway_cost cost = {.bytes = size, .remaining = size, .flow = conn_flow(j->conn)};
+    /* A listing that may be gzipped takes a zlib state for its job (without
+     * one, it goes out as it is). */
+    if (j->gzip_listing_min > 0)
+        j->zs = zstates_take(server_pump_env(srv)->zstates, &listing_zparams);
     int rc = gateway_submit(server_gateway(srv), &j->job, GATEWAY_LIST, cost, list_work,
                             open_after_work);
     if (rc < 0)
@@ -566,6 +579,8 @@ static void open_after_work(struct gateway_job *job, int status)
         free(j->body);
     }
     budget_give(server_pump_env(srv)->budget, conn_flow(c), j->budgeted);
+    if (j->zs != NULL) /* the list job is back */
+        zstates_give(server_pump_env(srv)->zstates, j->zs);
     free(j->listing);
     free(j);
     conn_release(c);
@@ -728,6 +743,7 @@ static int files_on_request(struct conn *c, const struct request *req)
     j->listing = NULL;
     j->listing_gz = false;
     j->gzip_listing_min = j->gzip_possible && listing_varies(srv) ? cfg->gzip_min_size : 0;
+    j->zs = NULL;
     j->stage = STAGE_NONE;
     /* Its cost: the most it reads; it tells what it read. */
     struct gateway_cost cost = {

@@ -191,34 +191,25 @@ char *listing_build(const char *dir, const char *url_path, bool dotfiles, size_t
     return pg.data;
 }
 
-char *listing_gzip(const char *page, size_t len, size_t *gz_len)
+char *listing_gzip(z_stream *z, const char *page, size_t len, size_t *gz_len)
 {
     if (len > UINT_MAX) {
         errno = EFBIG;
         return NULL;
     }
-    z_stream z = {0};
-    /* Window bits 15 + 16: a gzip wrapper. */
-    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
-        Z_OK) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    /* deflateBound of an initialised stream counts the wrapper: one call finishes. */
-    uLong cap = deflateBound(&z, (uLong)len);
+    /* deflateBound of a stream set up counts the wrapper: one call finishes. */
+    uLong cap = deflateBound(z, (uLong)len);
     char *out = malloc(cap);
     if (out == NULL) {
-        deflateEnd(&z);
         errno = ENOMEM;
         return NULL;
     }
-    z.next_in = (Bytef *)page;
-    z.avail_in = (uInt)len;
-    z.next_out = (Bytef *)out;
-    z.avail_out = (uInt)cap;
-    int rc = deflate(&z, Z_FINISH);
-    *gz_len = z.total_out;
-    deflateEnd(&z);
+    z->next_in = (Bytef *)page;
+    z->avail_in = (uInt)len;
+    z->next_out = (Bytef *)out;
+    z->avail_out = (uInt)cap;
+    int rc = deflate(z, Z_FINISH);
+    *gz_len = z->total_out;
     if (rc != Z_STREAM_END) {
         free(out);
         errno = ENOMEM;

@@ -56,12 +56,20 @@ static bool fair(const struct budget *b, size_t i, size_t bytes)
     return b->flow_held[i] <= share && bytes <= share - b->flow_held[i];
 }
 
-/* Whether BYTES fit now: within the budget, or its reserve for the small
- * lane; anything when nothing is held. */
+/* Whether BYTES fit now, beside what is held and kept: within the budget,
+ * or its reserve for the small lane; anything when nothing is. */
 static bool fits(const struct budget *b, size_t bytes)
 {
     size_t limit = b->max + (is_small(bytes) ? b->max / 8 : 0);
-    return b->held == 0 || (bytes <= limit && b->held <= limit - bytes);
+    size_t used = b->held + b->kept;
+    return used == 0 || (bytes <= limit && used <= limit - bytes);
+}
+
+/* What is kept gives way: the owner frees it all. */
+static void reclaim(struct budget *b)
+{
+    if (b->kept > 0 && b->reclaim != NULL)
+        b->kept -= b->reclaim(b->reclaim_arg);
 }
 
 static void hold(struct budget *b, uint64_t flow, size_t bytes)
@@ -146,7 +154,13 @@ bool budget_take(struct budget *b, struct budget_waiter *w, size_t bytes,
                  void (*granted)(struct budget_waiter *w))
 {
     struct budget_lane *lane = lane_of(b, bytes);
-    if (lane->waiting == 0 && fits(b, bytes) && fair(b, bucket_of(w->flow), bytes)) {
+    bool now = lane->waiting == 0 && fits(b, bytes) && fair(b, bucket_of(w->flow), bytes);
+    if (!now && b->kept > 0) {
+        /* Nothing is kept while anyone waits, nor in anyone's way. */
+        reclaim(b);
+        now = lane->waiting == 0 && fits(b, bytes) && fair(b, bucket_of(w->flow), bytes);
+    }
+    if (now) {
         hold(b, w->flow, bytes);
         return true;
     }
@@ -168,10 +182,29 @@ bool budget_try(struct budget *b, uint64_t flow, size_t bytes)
 {
     /* Strictly within the budget: the lone big reservation and the small
      * lane's reserve are for what a response needs, not for extras. */
-    if (b->waiting > 0 || bytes > b->max || b->held > b->max - bytes)
+    if (b->waiting > 0 || bytes > b->max)
+        return false;
+    if (b->held + b->kept > b->max - bytes)
+        reclaim(b);
+    if (b->held + b->kept > b->max - bytes)
         return false;
     hold(b, flow, bytes);
     return true;
+}
+
+bool budget_keep(struct budget *b, size_t bytes)
+{
+    if (b->reclaim == NULL || b->waiting > 0 || bytes > b->max ||
+        b->held + b->kept > b->max - bytes)
+        return false;
+    b->kept += bytes;
+    return true;
+}
+
+void budget_unkeep(struct budget *b, size_t bytes)
+{
+    b->kept -= bytes;
+    grant(b);
 }
 
 void budget_give(struct budget *b, uint64_t flow, size_t bytes)
@@ -204,6 +237,8 @@ void budget_cancel(struct budget *b, struct budget_waiter *w)
 void budget_set_max(struct budget *b, size_t max)
 {
     b->max = max;
+    if (b->held + b->kept > max)
+        reclaim(b);
     grant(b);
 }
 
@@ -218,6 +253,11 @@ static const struct snap_def budget_peak = {.key = "peak",
                                             .metric = "unclog_buffer_memory_peak_bytes",
                                             .help = "Most buffer memory held at once.",
                                             .merge = SNAP_MAX};
+static const struct snap_def budget_kept = {
+    .key = "kept",
+    .metric = "unclog_buffer_memory_kept_bytes",
+    .help = "Buffer memory no response holds, kept for reuse (idle zlib states): counted in the "
+            "budget, given up as soon as a response needs it."};
 static const struct snap_def budget_waiting = {.key = "waiting",
                                                .metric = "unclog_buffer_memory_waiters",
                                                .help = "Responses waiting now for buffer memory."};
@@ -239,6 +279,7 @@ void budget_stats(const struct budget *b, struct snapshot *s)
     snap_add(s, &budget_max, b->max);
     snap_add(s, &budget_held, b->held);
     snap_add(s, &budget_peak, b->peak);
+    snap_add(s, &budget_kept, b->kept);
     snap_add(s, &budget_waiting, b->waiting);
     snap_add(s, &budget_waits, b->waits);
     snap_add(s, &budget_waited, b->waited_ms);

@@ -27,6 +27,12 @@
  * that would pass it waits, and the turn passes such a waiter by, unless
  * the client holds nothing yet (a first reservation larger than a share
  * must not starve) or every waiter is past its share (someone must go).
+ * Memory no response holds may be *kept* for reuse (idle zlib states,
+ * server/pool/zstates.h): it counts against the budget like what is held,
+ * but stands in nobody's way. A reservation that would otherwise wait or
+ * be refused first has the owner give it all up (`reclaim`), and nothing
+ * is kept while anyone waits.
+ *
  * Pure: no libuv, no clock; one per server, on its loop. */
 
 #define BUDGET_SMALL ((size_t)128 << 10)
@@ -62,6 +68,12 @@ struct budget {
     size_t flow_waiting[BUDGET_FLOWS];
     uint64_t waits;     /* reservations that had to wait */
     uint64_t waited_ms; /* their time in the queue (the caller adds it) */
+    size_t kept;        /* kept for reuse by no response (budget_keep) */
+    /* Frees everything kept and returns its bytes: called when a
+     * reservation would otherwise wait or be refused. NULL: nothing is
+     * ever kept. */
+    size_t (*reclaim)(void *arg);
+    void *reclaim_arg;
 };
 
 void budget_init(struct budget *b, size_t max);
@@ -85,6 +97,14 @@ void budget_give(struct budget *b, uint64_t flow, size_t bytes);
 
 /* Takes a queued W out of its queue; nothing was taken for it. */
 void budget_cancel(struct budget *b, struct budget_waiter *w);
+
+/* Counts BYTES that no response holds as kept for reuse, if they fit
+ * within the budget now and nobody waits; false otherwise (the caller then
+ * frees them). Needs a reclaim callback. */
+bool budget_keep(struct budget *b, size_t bytes);
+
+/* BYTES kept are in use again or freed: no longer counted as kept. */
+void budget_unkeep(struct budget *b, size_t bytes);
 
 /* A reload: the new MAX applies to what comes and to who waits. */
 void budget_set_max(struct budget *b, size_t max);

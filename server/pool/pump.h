@@ -9,6 +9,7 @@
 #include "server/base/config.h"
 #include "server/pool/gateway.h"
 #include "server/pool/share.h"
+#include "server/pool/zstates.h"
 
 struct snapshot;
 
@@ -169,6 +170,7 @@ void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s);
 struct pump_env {
     struct gateway *gateway;
     struct budget *budget;
+    struct zstates *zstates;         /* deflate sources take their zlib state there */
     struct pump_partition partition; /* how file reads are cut now */
     struct disk_emulation disk;      /* emulate_disk now */
     uint64_t *bytes_sent;            /* the server's count, added to as each piece is written */

@@ -417,7 +417,8 @@ def load(ctx, srv, opt):
         good_get(ctx, Tally("warm-up", True), rng)
         good_gzip(ctx, Tally("warm-up", True), rng)
     time.sleep(1.5)  # a heap trim tick or two
-    r = argparse.Namespace(base=figures(srv), final=(0, 0), answers=False, memory=None)
+    r = argparse.Namespace(base=figures(srv), final=(0, 0), answers=False, memory=None,
+                           zlib=None)
     threading.Thread(target=sampler, args=(ctx, srv.pid), daemon=True).start()
     threads = start_clients(ctx, opt)
     ctx.stop.wait(opt.duration)
@@ -439,7 +440,8 @@ def load(ctx, srv, opt):
         try:
             resp = srv.get("/s2.bin")
             r.answers = (resp.status, resp.body) == (200, ctx.files["s2.bin"])
-            r.memory = srv.stats().get("memory")
+            st = srv.stats()
+            r.memory, r.zlib = st.get("memory"), st.get("zlib")
         except (OSError, ProtocolError, ValueError):
             pass
     return r
@@ -478,6 +480,8 @@ def report(ctx, opt, r, checks):
     print(row % ("fds", r.base[1], r.peak[1], r.final[1], "final <= baseline + %d" % FD_SLACK))
     if r.memory:
         print("/stats memory: %s" % json.dumps(r.memory))
+    if r.zlib:
+        print("/stats zlib: %s" % json.dumps(r.zlib))
     for t in ctx.tally.values():
         for why in t.samples:
             print("error (%s): %s" % (t.name, why))

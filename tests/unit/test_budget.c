@@ -1,6 +1,6 @@
 /* The buffer budget: fits, first come first served within a client, round
  * robin across clients, cancel, the lone big reservation, the small lane and
- * its reserve, a reload. */
+ * its reserve, a reload, memory kept for reuse and given up. */
 #include "../../server/pool/budget.c"
 #include "tests/tap.h"
 
@@ -109,6 +109,72 @@ static void test_set_max(void)
     ok(!budget_try(&b, 1, 1), "but lets nothing more in");
 }
 
+/* What the owner keeps (idle zlib states): here a counter it frees. */
+static size_t kept_owned;
+static int reclaims;
+
+static size_t reclaim_all(void *arg)
+{
+    (void)arg;
+    size_t bytes = kept_owned;
+    kept_owned = 0;
+    reclaims++;
+    return bytes;
+}
+
+static bool keep(struct budget *b, size_t bytes)
+{
+    if (!budget_keep(b, bytes))
+        return false;
+    kept_owned += bytes;
+    return true;
+}
+
+static void test_kept(void)
+{
+    struct budget b;
+    struct budget_waiter w1 = {.flow = 1}, w2 = {.flow = 2};
+    budget_init(&b, 100 * M);
+    ok(!budget_keep(&b, M), "nothing is kept without a reclaim callback");
+    b.reclaim = reclaim_all;
+    kept_owned = 0;
+    reclaims = 0;
+    granted_n = 0;
+    ok(keep(&b, 30 * M), "30 kept");
+    ok(!keep(&b, 80 * M), "80 more would pass the budget: not kept");
+    ok(budget_take(&b, &w1, 60 * M, on_granted), "60 taken beside the 30 kept");
+    is_int(reclaims, 0, "... which stay");
+    ok(budget_try(&b, 1, 20 * M), "an extra that fits beside them too");
+    budget_give(&b, 1, 20 * M);
+    ok(budget_try(&b, 1, 30 * M), "an extra that fits only without them");
+    is_int(reclaims, 1, "... has them given up");
+    is_int(b.kept, 0, "nothing kept");
+    budget_give(&b, 1, 30 * M);
+    ok(keep(&b, 30 * M), "30 kept again");
+    ok(budget_take(&b, &w2, 40 * M, on_granted), "a reservation that fits only without them");
+    is_int(reclaims, 2, "... has them given up, and goes at once");
+    is_int(b.held, 100 * M, "100 held");
+    ok(!keep(&b, 1), "a full budget keeps nothing");
+    budget_give(&b, 2, 40 * M);
+    ok(keep(&b, 30 * M), "30 kept");
+    struct budget_waiter w3 = {.flow = 3};
+    ok(!budget_take(&b, &w3, 60 * M, on_granted), "60 does not fit even without them: waits");
+    is_int(b.kept, 0, "and they were given up");
+    ok(!keep(&b, M), "nothing is kept while someone waits");
+    budget_give(&b, 1, 60 * M);
+    is_int(granted_n, 1, "the waiter is granted");
+    ok(keep(&b, 10 * M), "10 kept");
+    budget_unkeep(&b, 10 * M);
+    kept_owned -= 10 * M;
+    is_int(b.kept, 0, "taken back for use: not kept");
+    budget_give(&b, 3, 60 * M);
+    ok(keep(&b, 30 * M), "30 kept");
+    budget_set_max(&b, 80 * M);
+    is_int(b.kept, 30 * M, "a smaller budget they still fit in keeps them");
+    budget_set_max(&b, 20 * M);
+    is_int(b.kept, 0, "one they do not fit in has them given up");
+}
+
 /* Client MANY has eight responses waiting for the budget, client ONE then
  * one: ONE is granted first or second (within one round), not ninth as
  * first come first served had it; in either lane, whichever client's
@@ -199,6 +265,7 @@ int main(void)
     test_cancel_and_big();
     test_small_lane();
     test_set_max();
+    test_kept();
     test_turn_kept(1, 2);
     test_turn_kept(2, 1);
     for (uint64_t one = 1; one <= 2; one++) {
