@@ -254,6 +254,16 @@ def ms(x):
     return f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 100 else f"{x:,.0f}"
 
 
+def second_of(ticker, t):
+    """The whole second since TICKER's start that a window ending at T is
+    labelled with: the nearest, but always after the last one printed. Window
+    ends come about a second apart, a few ms less when the probe's timer fired
+    late once and on time the next, so rounding alone can print one twice."""
+    sec = max(round(t - ticker.start), ticker.last_second + 1)
+    ticker.last_second = sec
+    return sec
+
+
 class Ticker:
     """One line a second from the probe's window and the server's /stats."""
 
@@ -261,7 +271,7 @@ class Ticker:
     ROW = "{:>5.0f} s  {:<12} {:>12} {:>7} {:>21} {:>12}{}"
 
     def __init__(self, port, start):
-        self.port, self.start = port, start
+        self.port, self.start, self.last_second = port, start, -1
         stats = get_stats(port)  # the first line's MB/s count from here
         self.last = (time.monotonic(), stats["bytes_sent"]) \
             if stats and "bytes_sent" in stats else None  # (monotonic, bytes_sent)
@@ -284,8 +294,8 @@ class Ticker:
         errs = f"  ({win['errors']} errors, {win['timeouts']} timeouts)" \
             if win["errors"] or win["timeouts"] else ""
         # The window's own end (the probe's monotonic clock, as time.monotonic's):
-        # a line read late still says its second, in order, none twice.
-        log(self.ROW.format(win["t"] - self.start, setting or "–", *probe, ms(small),
+        # a line read late still says its second.
+        log(self.ROW.format(second_of(self, win["t"]), setting or "–", *probe, ms(small),
                             f"{mb_s:,.0f}" if mb_s is not None else "–", errs))
 
 
@@ -483,7 +493,7 @@ class AttackTicker:
     ROW = "{:>5.0f} s  {:<13} {:>14} {:>7} {:>6} {:>15}  {}"
 
     def __init__(self, port, start):
-        self.port, self.start = port, start
+        self.port, self.start, self.last_second = port, start, -1
 
     def line(self, step, win):
         stats = get_stats(self.port)
@@ -494,7 +504,7 @@ class AttackTicker:
         last = step.windows[-1] if step and step.windows and step.end is None else None
         rate = f"{last['ok'] / last['window_s']:,.0f}" if last and last["window_s"] > 0 else "–"
         probe = (ms(win["p50_ms"]), ms(win["p99_ms"])) if win["ok"] else ("–", "–")
-        log(self.ROW.format(win["t"] - self.start, step.name if step else "–", *probe,
+        log(self.ROW.format(second_of(self, win["t"]), step.name if step else "–", *probe,
                             win["errors"] + win["timeouts"], rate,
                             client_row(rows[0] if rows else None)))
 
