@@ -91,7 +91,7 @@ static void drop_waiting(struct pump *pump)
 {
     for (int i = 0; i < 2; i++) {
         struct pump_slot *slot = &pump->slots[i];
-        if (slot->turn.queued) {
+        if (slot->turn.node.queued) {
             share_remove(&pump->env->sender->share, &slot->turn);
             slot->busy = false;
         }
@@ -174,7 +174,7 @@ static void write_slot(struct pump *pump, struct pump_slot *slot)
     }
     struct pump_sender *snd = pump->env->sender;
     if (snd != NULL) {
-        slot->turn.flow = pump->flow;
+        slot->turn.client = pump->flow;
         slot->turn.bytes = bytes;
         if (!sender_admit(snd, &slot->turn))
             return;
@@ -653,7 +653,7 @@ void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s)
     snap_add(s, &send_deferred_def, sh->counters.deferred);
     snap_add(s, &send_contended_def, sh->counters.contended);
     snap_add(s, &send_turns_def, sh->counters.turns);
-    snap_add(s, &send_waiting_def, sh->active);
+    snap_add(s, &send_waiting_def, sh->queue.active);
     snap_add(s, &send_clients_max_def, sh->counters.clients_max);
     snap_add(s, &send_lag_def, sh->counters.lag_max);
     snap_close(s);
