@@ -712,8 +712,7 @@ static void turn_leave(struct conn *c)
 
 static void turn_wait(struct conn *c, struct conn_turns *ct)
 {
-    c->turn.flow = c->flow;
-    turns_wait(&ct->policy, &c->turn);
+    turns_wait(&ct->policy, &c->turn, c->flow);
     uv_idle_start(&ct->idle, turns_on_idle);
     follow_input(c); /* input waits in the buffer: reading stops */
 }
@@ -748,15 +747,15 @@ static void turns_on_check(uv_check_t *check)
 static void turns_on_idle(uv_idle_t *idle)
 {
     struct conn_turns *ct = container_of(idle, struct conn_turns, idle);
-    if (ct->policy.waiting > 0)
+    if (turns_waiting(&ct->policy) > 0)
         ct->policy.counters.turns++;
-    struct turns_item *item;
-    while ((item = turns_next_waiting(&ct->policy)) != NULL) {
+    struct fairq_node *node;
+    while ((node = turns_next_waiting(&ct->policy)) != NULL) {
         /* Its state may have moved on meanwhile (a timeout): then it only
          * reads on. */
-        run_turn(container_of(item, struct conn, turn), ct);
+        run_turn(container_of(node, struct conn, turn), ct);
     }
-    if (ct->policy.waiting == 0)
+    if (turns_waiting(&ct->policy) == 0)
         uv_idle_stop(&ct->idle);
 }
 
@@ -781,9 +780,9 @@ void conn_turns_set_share(struct conn_turns *ct, uint64_t share_ns)
         uv_check_stop(&ct->check); /* those waiting go at the next idle */
 }
 
-void conn_turns_charge(struct conn_turns *ct, uint64_t flow, uint64_t ns)
+void conn_turns_charge(struct conn_turns *ct, uint64_t client, uint64_t ns)
 {
-    turns_charge(&ct->policy, flow, ns);
+    turns_charge(&ct->policy, client, ns);
 }
 
 void conn_turns_close(struct conn_turns *ct)
@@ -829,7 +828,7 @@ void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s)
     snap_add(s, &turns_at_once_def, ct->policy.counters.at_once);
     snap_add(s, &turns_deferred_def, ct->policy.counters.deferred);
     snap_add(s, &turns_turns_def, ct->policy.counters.turns);
-    snap_add(s, &turns_waiting_def, ct->policy.waiting);
+    snap_add(s, &turns_waiting_def, turns_waiting(&ct->policy));
     snap_close(s);
 }
 
