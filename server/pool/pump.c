@@ -385,7 +385,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
     pump->asked = 0;
     pump->slot_held = !src->reserve_late;
     pump->error = 0;
-    pump->wait.flow = pump->flow; /* waiters take turns by client */
+    pump->wait.client = pump->flow; /* waiters take turns by client */
     if (!src->reserve_late) {
         size_t need = src->held + pump->alloc;
         if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
