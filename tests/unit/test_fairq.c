@@ -38,29 +38,30 @@ static void push(struct fairq *q, int i, uint64_t client, uint64_t bytes)
     fairq_push(q, &items[i].node, client);
 }
 
-/* Serves round robin until nothing waits: the indexes as "a b c". */
-static const char *serve_all(struct fairq *q)
+/* Pushes one node a letter of CLIENTS ('A' is client A ...), item 0 first. */
+static void fill(struct fairq *q, const char *clients)
 {
-    static char out[512];
-    size_t len = 0;
-    out[0] = '\0';
-    struct fairq_node *n;
-    while ((n = fairq_serve(q)) != NULL)
-        len += (size_t)snprintf(out + len, sizeof out - len, "%s%d", len ? " " : "", index_of(n));
-    return out;
+    for (int i = 0; clients[i] != '\0'; i++)
+        push(q, i, (uint64_t)(clients[i] - 'A' + A), 0);
 }
 
-/* Serves by deficit round robin, quantum QUANTUM, until nothing waits. */
-static const char *drr_all(struct fairq *q, uint64_t quantum)
+/* Serves until nothing waits, round robin (QUANTUM 0) or by deficit
+ * round robin with QUANTUM: the indexes as "a b c". */
+static const char *drain(struct fairq *q, uint64_t quantum)
 {
     static char out[512];
     size_t len = 0;
     out[0] = '\0';
     while (q->queued > 0) {
-        uint32_t b = fairq_drr_next(q, quantum);
-        struct fairq_node *n = fairq_oldest(q, b);
-        fairq_charge(q, b, of(n)->bytes);
-        fairq_remove(q, n);
+        struct fairq_node *n;
+        if (quantum == 0) {
+            n = fairq_serve(q);
+        } else {
+            uint32_t b = fairq_drr_next(q, quantum);
+            n = fairq_oldest(q, b);
+            fairq_charge(q, b, of(n)->bytes);
+            fairq_remove(q, n);
+        }
         len += (size_t)snprintf(out + len, sizeof out - len, "%s%d", len ? " " : "", index_of(n));
     }
     return out;
@@ -109,12 +110,11 @@ static void test_fifo_and_ring(void)
     is_int(q.queued, 0, "nothing waits");
 
     /* Removal from the middle of a bucket keeps its order. */
-    for (int i = 0; i < 4; i++)
-        push(&q, i, C, 0);
+    fill(&q, "CCCC");
     fairq_remove(&q, &items[1].node);
     fairq_remove(&q, &items[3].node);
     push(&q, 4, C, 0);
-    is_str(serve_all(&q), "0 2 4", "removals in the middle and at the end keep the rest in order");
+    is_str(drain(&q, 0), "0 2 4", "removals in the middle and at the end keep the rest in order");
 }
 
 /* Round robin: a client with many nodes gets one per round. */
@@ -122,21 +122,15 @@ static void test_serve(void)
 {
     struct fairq q;
     fairq_init(&q, buckets, 64);
-    for (int i = 0; i < 4; i++)
-        push(&q, i, A, 0);
-    push(&q, 4, B, 0);
-    push(&q, 5, C, 0);
-    push(&q, 6, B, 0);
-    is_str(serve_all(&q), "0 4 5 1 6 2 3", "one node a bucket a round, in ring order");
+    fill(&q, "AAAABCB");
+    is_str(drain(&q, 0), "0 4 5 1 6 2 3", "one node a bucket a round, in ring order");
     is_int(q.active, 0, "every bucket left");
 
     struct fairq one;
     struct fairq_bucket single[1];
     fairq_init(&one, single, 1);
-    push(&one, 0, A, 0);
-    push(&one, 1, B, 0);
-    push(&one, 2, A, 0);
-    is_str(serve_all(&one), "0 1 2", "with one bucket, first come first served");
+    fill(&one, "ABA");
+    is_str(drain(&one, 0), "0 1 2", "with one bucket, first come first served");
 }
 
 /* Deficit round robin by bytes: equal bytes for unequal nodes. */
@@ -150,7 +144,7 @@ static void test_drr(void)
         push(&q, i, B, 64 * KB);
     /* A: 64k credit, takes 128k (debt 64k). B takes 64k. A: 0 credit,
      * passes; B 64k. A: 64k, takes 128k; ... */
-    is_str(drr_all(&q, 64 * KB), "0 3 4 1 5 6 2 7 8",
+    is_str(drain(&q, 64 * KB), "0 3 4 1 5 6 2 7 8",
            "two buckets get equal bytes, a debt of one node at most");
     is_int(q.active, 0, "the ring is empty");
 
