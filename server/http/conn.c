@@ -333,6 +333,8 @@ static void close_conn(struct conn *c, bool reset)
         return;
     enter(c, CONN_CLOSING);
     turn_leave(c);
+    if (c->env->pump->sender != NULL)
+        pump_sender_drop(c->env->pump->sender, &c->send);
     pump_stop(&c->pump);
     uv_close((uv_handle_t *)&c->timer, conn_on_close);
     if (!reset || uv_tcp_close_reset(&c->tcp, conn_on_close) < 0)
@@ -953,16 +955,35 @@ static void conn_on_write(uv_write_t *req, int status)
         finish(c);
 }
 
-static void write_out(struct conn *c, const char *body, size_t len)
+/* Hands the head and the c->bytes of body[] to the socket. */
+static void issue_out(struct conn *c)
 {
+    size_t len = c->bytes;
     uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_out.len),
-                        uv_buf_init((char *)body, (unsigned)len)};
-    c->bytes = len;
+                        uv_buf_init(c->body, (unsigned)len)};
     client_meter_add(&c->meter, len, uv_now(c->env->loop));
     *c->env->pump->bytes_sent += len;
     clients_sent(c->env->clients, c->flow, len, uv_now(c->env->loop));
     if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, conn_on_write) < 0)
         close_conn(c, false);
+}
+
+/* The in-memory response's turn with the sender came. */
+static void send_turn(struct pump_turn *t)
+{
+    issue_out(container_of(t, struct conn, send));
+}
+
+/* The head, and LEN bytes of body[] after it, through the sender as any
+ * pumped write: now, or at its client's turn. */
+static void write_out(struct conn *c, size_t len)
+{
+    c->bytes = len;
+    struct pump_sender *snd = c->env->pump->sender;
+    c->send.go = send_turn;
+    if (snd != NULL && !pump_sender_admit(snd, &c->send, c->flow, c->head_out.len + len))
+        return;
+    issue_out(c);
 }
 
 void conn_send_head(struct conn *c)
@@ -971,7 +992,7 @@ void conn_send_head(struct conn *c)
         conn_send_error(c, 500, NULL);
         return;
     }
-    write_out(c, NULL, 0);
+    write_out(c, 0);
 }
 
 void conn_send_body(struct conn *c, const char *body, size_t len)
@@ -982,7 +1003,7 @@ void conn_send_body(struct conn *c, const char *body, size_t len)
         return;
     }
     if (c->req.head || len == 0) {
-        write_out(c, NULL, 0);
+        write_out(c, 0);
         return;
     }
     if (len > c->body_cap) {
@@ -995,7 +1016,7 @@ void conn_send_body(struct conn *c, const char *body, size_t len)
         c->body_cap = len;
     }
     memcpy(c->body, body, len);
-    write_out(c, c->body, len);
+    write_out(c, len);
 }
 
 void conn_send_text(struct conn *c, const char *text)
@@ -1031,7 +1052,7 @@ void conn_send_source(struct conn *c, struct pump_source *src, long long len)
         if (c->head_out.failed)
             conn_send_error(c, 500, NULL);
         else
-            write_out(c, NULL, 0);
+            write_out(c, 0);
         return;
     }
     c->rate_pumped = 0; /* the pump counts this response from 0 */
