@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/base/fairq.h"
 #include "server/base/siphash.h"
 #include "server/base/snapshot.h"
 
@@ -56,10 +57,10 @@ struct client {
     } list[CLIENT_CLASSES]; /* [CLIENT_NONE] unused */
 };
 
+/* Its bucket: the rule of every table that shares by client. */
 static uint32_t bucket_of(uint64_t id)
 {
-    uint64_t h = id * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing, as the scheduler's */
-    return (uint32_t)(h >> 32) & (CLIENTS_BUCKETS - 1);
+    return fairq_bucket_of(id, CLIENTS_BUCKETS);
 }
 
 static bool same_addr(const struct addr_prefix *a, const struct addr_prefix *b)

@@ -4,9 +4,11 @@
 /* Who holds the connections. A client is an address under a prefix (IPv4
  * /32 and IPv6 /64 by default, client_prefix); its id is that masked
  * address hashed under a secret key. The table counts each client's
- * connections exactly, one entry per distinct client (its masked address), found through a fixed
- * number of buckets (CLIENTS_BUCKETS, by id): an entry lives while the
- * client holds a connection, so there are never more than connections.
+ * connections exactly, one entry per distinct client (its masked address),
+ * found through a fixed number of buckets (CLIENTS_BUCKETS, by id, with
+ * fairq_bucket_of's rule, as every table that shares by client): an entry
+ * lives while the client holds a connection, so there are never more than
+ * connections.
  * Each client lists its connections in ranked classes (enum client_class),
  * oldest first in each: the connection decides its class (conn.c).
  *

@@ -333,6 +333,8 @@ static void close_conn(struct conn *c, bool reset)
         return;
     enter(c, CONN_CLOSING);
     turn_leave(c);
+    if (c->env->pump->sender != NULL)
+        pump_sender_drop(c->env->pump->sender, &c->send);
     pump_stop(&c->pump);
     uv_close((uv_handle_t *)&c->timer, conn_on_close);
     if (!reset || uv_tcp_close_reset(&c->tcp, conn_on_close) < 0)
@@ -712,8 +714,7 @@ static void turn_leave(struct conn *c)
 
 static void turn_wait(struct conn *c, struct conn_turns *ct)
 {
-    c->turn.flow = c->flow;
-    turns_wait(&ct->policy, &c->turn);
+    turns_wait(&ct->policy, &c->turn, c->flow);
     uv_idle_start(&ct->idle, turns_on_idle);
     follow_input(c); /* input waits in the buffer: reading stops */
 }
@@ -748,15 +749,15 @@ static void turns_on_check(uv_check_t *check)
 static void turns_on_idle(uv_idle_t *idle)
 {
     struct conn_turns *ct = container_of(idle, struct conn_turns, idle);
-    if (ct->policy.waiting > 0)
+    if (turns_waiting(&ct->policy) > 0)
         ct->policy.counters.turns++;
-    struct turns_item *item;
-    while ((item = turns_next_waiting(&ct->policy)) != NULL) {
+    struct fairq_node *node;
+    while ((node = turns_next_waiting(&ct->policy)) != NULL) {
         /* Its state may have moved on meanwhile (a timeout): then it only
          * reads on. */
-        run_turn(container_of(item, struct conn, turn), ct);
+        run_turn(container_of(node, struct conn, turn), ct);
     }
-    if (ct->policy.waiting == 0)
+    if (turns_waiting(&ct->policy) == 0)
         uv_idle_stop(&ct->idle);
 }
 
@@ -781,9 +782,9 @@ void conn_turns_set_share(struct conn_turns *ct, uint64_t share_ns)
         uv_check_stop(&ct->check); /* those waiting go at the next idle */
 }
 
-void conn_turns_charge(struct conn_turns *ct, uint64_t flow, uint64_t ns)
+void conn_turns_charge(struct conn_turns *ct, uint64_t client, uint64_t ns)
 {
-    turns_charge(&ct->policy, flow, ns);
+    turns_charge(&ct->policy, client, ns);
 }
 
 void conn_turns_close(struct conn_turns *ct)
@@ -829,7 +830,7 @@ void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s)
     snap_add(s, &turns_at_once_def, ct->policy.counters.at_once);
     snap_add(s, &turns_deferred_def, ct->policy.counters.deferred);
     snap_add(s, &turns_turns_def, ct->policy.counters.turns);
-    snap_add(s, &turns_waiting_def, ct->policy.waiting);
+    snap_add(s, &turns_waiting_def, turns_waiting(&ct->policy));
     snap_close(s);
 }
 
@@ -954,16 +955,35 @@ static void conn_on_write(uv_write_t *req, int status)
         finish(c);
 }
 
-static void write_out(struct conn *c, const char *body, size_t len)
+/* Hands the head and the c->bytes of body[] to the socket. */
+static void issue_out(struct conn *c)
 {
+    size_t len = c->bytes;
     uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_out.len),
-                        uv_buf_init((char *)body, (unsigned)len)};
-    c->bytes = len;
+                        uv_buf_init(c->body, (unsigned)len)};
     client_meter_add(&c->meter, len, uv_now(c->env->loop));
     *c->env->pump->bytes_sent += len;
     clients_sent(c->env->clients, c->flow, len, uv_now(c->env->loop));
     if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, conn_on_write) < 0)
         close_conn(c, false);
+}
+
+/* The in-memory response's turn with the sender came. */
+static void send_turn(struct pump_turn *t)
+{
+    issue_out(container_of(t, struct conn, send));
+}
+
+/* The head, and LEN bytes of body[] after it, through the sender as any
+ * pumped write: now, or at its client's turn. */
+static void write_out(struct conn *c, size_t len)
+{
+    c->bytes = len;
+    struct pump_sender *snd = c->env->pump->sender;
+    c->send.go = send_turn;
+    if (snd != NULL && !pump_sender_admit(snd, &c->send, c->flow, c->head_out.len + len))
+        return;
+    issue_out(c);
 }
 
 void conn_send_head(struct conn *c)
@@ -972,7 +992,7 @@ void conn_send_head(struct conn *c)
         conn_send_error(c, 500, NULL);
         return;
     }
-    write_out(c, NULL, 0);
+    write_out(c, 0);
 }
 
 void conn_send_body(struct conn *c, const char *body, size_t len)
@@ -983,7 +1003,7 @@ void conn_send_body(struct conn *c, const char *body, size_t len)
         return;
     }
     if (c->req.head || len == 0) {
-        write_out(c, NULL, 0);
+        write_out(c, 0);
         return;
     }
     if (len > c->body_cap) {
@@ -996,7 +1016,7 @@ void conn_send_body(struct conn *c, const char *body, size_t len)
         c->body_cap = len;
     }
     memcpy(c->body, body, len);
-    write_out(c, c->body, len);
+    write_out(c, len);
 }
 
 void conn_send_text(struct conn *c, const char *text)
@@ -1032,7 +1052,7 @@ void conn_send_source(struct conn *c, struct pump_source *src, long long len)
         if (c->head_out.failed)
             conn_send_error(c, 500, NULL);
         else
-            write_out(c, NULL, 0);
+            write_out(c, 0);
         return;
     }
     c->rate_pumped = 0; /* the pump counts this response from 0 */

@@ -80,9 +80,9 @@ struct conn_turns {
 void conn_turns_init(struct conn_turns *ct, uv_loop_t *loop, uint64_t share_ns);
 /* Changes the share, from the next request on. */
 void conn_turns_set_share(struct conn_turns *ct, uint64_t share_ns);
-/* Work of FLOW done outside a request's parse (a pool job's callback)
+/* Work of CLIENT done outside a request's parse (a pool job's callback)
  * took NS of the loop's time in this turn. */
-void conn_turns_charge(struct conn_turns *ct, uint64_t flow, uint64_t ns);
+void conn_turns_charge(struct conn_turns *ct, uint64_t client, uint64_t ns);
 /* Closes CT's handles. No connection may wait: all are closed. */
 void conn_turns_close(struct conn_turns *ct);
 /* Adds CT's counters to S, as the object "turns". */

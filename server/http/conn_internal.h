@@ -178,7 +178,10 @@ struct conn {
     uint64_t flow; /* the client: the peer's address under client_prefix, hashed (client_of) */
     struct client_link client; /* its place in env->clients: counted, and listed while IDLE */
     /* Not state: queued in env->turns while its input waits for its client's turn. */
-    struct turns_item turn;
+    struct fairq_node turn;
+    /* An in-memory response (head, and body in body[]) waiting for its
+     * turn with the sender, as a pump's slot does. */
+    struct pump_turn send;
     /* The PROXY protocol. From a peer under proxy_protocol_from
      * (proxy_peer), input goes to proxy_in[] until its header is whole
      * (while proxy_wait); from any other, proxy_in[] keeps the first bytes

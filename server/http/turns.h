@@ -4,8 +4,8 @@
 /* The loop's time, shared by client: the policy, as pure code (no loop, no
  * clock; the caller measures and says when a turn begins).
  *
- * A turn is one pass of the loop. In a turn each client (its flow, hashed
- * into TURNS_BUCKETS buckets: nothing is allocated per client) may spend
+ * A turn is one pass of the loop. In a turn each client (its bucket of
+ * TURNS_BUCKETS: nothing is allocated per client) may spend
  * SHARE_NS of the loop's time on its requests: parsing them and what their
  * route does at once (a cached file is answered then), and the callbacks
  * of its pool jobs (a response's head, a cache entry). A request whose
@@ -38,6 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/base/fairq.h"
+
 #define TURNS_BUCKETS 1024 /* a power of two */
 #define TURNS_CLIENTS 4    /* a turn's bound for everyone, in shares */
 
@@ -47,18 +49,10 @@ struct turns_counters {
     uint64_t turns;    /* turns that began with requests waiting */
 };
 
-/* A request waiting for a turn; embedded in its owner (a connection). */
-struct turns_item {
-    struct turns_item *next;
-    uint64_t flow;
-    bool queued;
-};
-
-struct turns_bucket {
-    uint64_t turn;                  /* used_ns counts in this turn only */
-    uint64_t used_ns;               /* what the bucket's clients spent in that turn */
-    struct turns_item *head, *tail; /* its waiting requests, oldest first */
-    int next; /* the next bucket in the ring, or -1; in it while head is set */
+/* What a bucket's clients spent of a turn. */
+struct turns_spent {
+    uint64_t turn;    /* used_ns counts in this turn only */
+    uint64_t used_ns; /* what the bucket's clients spent in that turn */
 };
 
 struct turns {
@@ -66,10 +60,9 @@ struct turns {
     uint64_t turn;        /* the current turn's number */
     uint64_t used_ns;     /* what every client spent in this turn */
     uint64_t waited_turn; /* the last turn in which a waiting request went */
-    struct turns_bucket bucket[TURNS_BUCKETS];
-    int head, tail;  /* the ring of buckets with requests waiting, in turn order */
-    unsigned active; /* buckets in the ring */
-    size_t waiting;  /* requests waiting */
+    struct turns_spent spent[TURNS_BUCKETS];
+    struct fairq queue; /* the requests that wait (a connection's node), by client */
+    struct fairq_bucket bucket[TURNS_BUCKETS];
     struct turns_counters counters;
 };
 
@@ -82,31 +75,37 @@ void turns_set_share(struct turns *t, uint64_t share_ns);
 /* A new turn begins: every client's time is its own again. */
 void turns_next(struct turns *t);
 
-/* Whether a request of FLOW may run in this turn: its client has spent
+/* Whether a request of CLIENT may run in this turn: its client has spent
  * less than its share and, for a request that WAITED, the turn less than
  * its bound or no waiting request has gone in this turn yet. Counts it as
  * gone at once (WAITED false) or after waiting (true) when it may, as
  * deferred when it may not and had not waited. */
-bool turns_admit(struct turns *t, uint64_t flow, bool waited);
+bool turns_admit(struct turns *t, uint64_t client, bool waited);
 
-/* FLOW's work took NS of the loop's time in this turn. */
-void turns_charge(struct turns *t, uint64_t flow, uint64_t ns);
+/* CLIENT's work took NS of the loop's time in this turn. */
+void turns_charge(struct turns *t, uint64_t client, uint64_t ns);
 
-/* What FLOW has spent in this turn. */
-uint64_t turns_used(const struct turns *t, uint64_t flow);
+/* What CLIENT has spent in this turn. */
+uint64_t turns_used(const struct turns *t, uint64_t client);
 
-/* ITEM (its flow set), not admitted, waits for a later turn, after its
- * client's other waiting requests. */
-void turns_wait(struct turns *t, struct turns_item *item);
+/* Requests waiting now. */
+static inline size_t turns_waiting(const struct turns *t)
+{
+    return t->queue.queued;
+}
+
+/* NODE, a request of CLIENT not admitted, waits for a later turn, after
+ * its client's other waiting requests. */
+void turns_wait(struct turns *t, struct fairq_node *node, uint64_t client);
 
 /* The next waiting request that may run in this turn (turns_admit of a
  * request that waited), removed; NULL when none may. Clients take turns
  * request by request, each while it has time left. Costs a pass over the
  * clients that wait at most, not over their requests. */
-struct turns_item *turns_next_waiting(struct turns *t);
+struct fairq_node *turns_next_waiting(struct turns *t);
 
-/* ITEM, waiting, will not run (its connection closes): leaves its queue.
+/* NODE, waiting, will not run (its connection closes): leaves its queue.
  * Does nothing when it is not waiting. */
-void turns_remove(struct turns *t, struct turns_item *item);
+void turns_remove(struct turns *t, struct fairq_node *node);
 
 #endif

@@ -1,24 +1,13 @@
 #include "server/pool/budget.h"
 
 #include "server/base/snapshot.h"
-
-static void queue_init(struct budget_queue *q)
-{
-    q->head = NULL;
-    q->tail = &q->head;
-}
-
-static void lane_init(struct budget_lane *lane)
-{
-    for (size_t i = 0; i < BUDGET_FLOWS; i++)
-        queue_init(&lane->flows[i]);
-}
+#include "server/base/util.h"
 
 void budget_init(struct budget *b, size_t max)
 {
     *b = (struct budget){.max = max};
-    lane_init(&b->small);
-    lane_init(&b->big);
+    fairq_init(&b->small.queue, b->small.bucket, BUDGET_BUCKETS);
+    fairq_init(&b->big.queue, b->big.bucket, BUDGET_BUCKETS);
 }
 
 static bool is_small(size_t bytes)
@@ -31,29 +20,28 @@ static struct budget_lane *lane_of(struct budget *b, size_t bytes)
     return is_small(bytes) ? &b->small : &b->big;
 }
 
-static size_t bucket_of(uint64_t flow)
+static uint32_t bucket_of(uint64_t client)
 {
-    uint64_t h = flow * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing */
-    return (h >> 32) % BUDGET_FLOWS;
+    return fairq_bucket_of(client, BUDGET_BUCKETS);
 }
 
-static struct budget_queue *bucket(struct budget_lane *lane, uint64_t flow)
+static struct budget_waiter *waiter_of(struct fairq_node *node)
 {
-    return &lane->flows[bucket_of(flow)];
+    return node == NULL ? NULL : container_of(node, struct budget_waiter, node);
 }
 
 /* Whether bucket I may take BYTES more: always while no other client
  * waits, or while it holds nothing; else within its share, the budget over
  * the clients holding or waiting (I among them). */
-static bool fair(const struct budget *b, size_t i, size_t bytes)
+static bool fair(const struct budget *b, uint32_t i, size_t bytes)
 {
-    if (b->waiting == b->flow_waiting[i] || b->flow_held[i] == 0)
+    if (b->waiting == b->bucket_waiting[i] || b->bucket_held[i] == 0)
         return true;
     size_t clients = 0;
-    for (size_t j = 0; j < BUDGET_FLOWS; j++)
-        clients += b->flow_held[j] > 0 || b->flow_waiting[j] > 0;
+    for (size_t j = 0; j < BUDGET_BUCKETS; j++)
+        clients += b->bucket_held[j] > 0 || b->bucket_waiting[j] > 0;
     size_t share = b->max / clients;
-    return b->flow_held[i] <= share && bytes <= share - b->flow_held[i];
+    return b->bucket_held[i] <= share && bytes <= share - b->bucket_held[i];
 }
 
 /* Whether BYTES fit now, beside what is held and kept: within the budget,
@@ -72,42 +60,32 @@ static void reclaim(struct budget *b)
         b->kept -= b->reclaim(b->reclaim_arg);
 }
 
-static void hold(struct budget *b, uint64_t flow, size_t bytes)
+static void hold(struct budget *b, uint64_t client, size_t bytes)
 {
-    b->flow_held[bucket_of(flow)] += bytes;
+    b->bucket_held[bucket_of(client)] += bytes;
     b->held += bytes;
     if (b->held > b->peak)
         b->peak = b->held;
 }
 
-static struct budget_waiter *pop(struct budget_queue *q)
-{
-    struct budget_waiter *w = q->head;
-    q->head = w->next;
-    if (q->head == NULL)
-        q->tail = &q->head;
-    return w;
-}
-
-/* The waiter whose turn it is in LANE: the first from the turn on whose
- * client is within its share (fair), the turn moving on to it; if none is,
- * the turn's own, unless FAIR_ONLY. The turn stays on its bucket until it
- * is granted, so that nobody passes it but for the fair share. */
+/* The waiter whose turn it is in LANE: the first in the ring whose client
+ * is within its share (fair), the turn moving on to it (the buckets before
+ * it go last); if none is, the turn's own, unless FAIR_ONLY. The turn stays
+ * on its bucket until it is granted, so that nobody passes it but for the
+ * fair share. */
 static struct budget_waiter *lane_next(struct budget *b, struct budget_lane *lane, bool fair_only)
 {
-    if (lane->waiting == 0)
-        return NULL;
-    while (lane->flows[lane->turn].head == NULL)
-        lane->turn = (lane->turn + 1) % BUDGET_FLOWS;
-    for (size_t k = 0; k < BUDGET_FLOWS; k++) {
-        size_t i = (lane->turn + k) % BUDGET_FLOWS;
-        struct budget_waiter *w = lane->flows[i].head;
-        if (w != NULL && fair(b, i, w->bytes)) {
-            lane->turn = (unsigned)i;
+    struct fairq *q = &lane->queue;
+    for (int32_t i = fairq_first(q); i != FAIRQ_NONE; i = fairq_next(q, (uint32_t)i)) {
+        struct budget_waiter *w = waiter_of(fairq_oldest(q, (uint32_t)i));
+        if (fair(b, (uint32_t)i, w->bytes)) {
+            while (fairq_first(q) != i)
+                fairq_rotate(q);
             return w;
         }
     }
-    return fair_only ? NULL : lane->flows[lane->turn].head;
+    int32_t turn = fairq_first(q);
+    return fair_only || turn == FAIRQ_NONE ? NULL : waiter_of(fairq_oldest(q, (uint32_t)turn));
 }
 
 /* The lane whose next waiter goes now: the small lane's, else the big
@@ -139,13 +117,10 @@ static void grant(struct budget *b)
         struct budget_lane *lane = lane_ready(b);
         if (lane == NULL)
             return;
-        struct budget_waiter *w = pop(&lane->flows[lane->turn]);
-        lane->turn = (lane->turn + 1) % BUDGET_FLOWS;
-        lane->waiting--;
+        struct budget_waiter *w = waiter_of(fairq_serve(&lane->queue));
         b->waiting--;
-        b->flow_waiting[bucket_of(w->flow)]--;
-        w->queued = false;
-        hold(b, w->flow, w->bytes);
+        b->bucket_waiting[bucket_of(w->client)]--;
+        hold(b, w->client, w->bytes);
         w->granted(w);
     }
 }
@@ -154,31 +129,26 @@ bool budget_take(struct budget *b, struct budget_waiter *w, size_t bytes,
                  void (*granted)(struct budget_waiter *w))
 {
     struct budget_lane *lane = lane_of(b, bytes);
-    bool now = lane->waiting == 0 && fits(b, bytes) && fair(b, bucket_of(w->flow), bytes);
+    bool now = lane->queue.queued == 0 && fits(b, bytes) && fair(b, bucket_of(w->client), bytes);
     if (!now && b->kept > 0) {
         /* Nothing is kept while anyone waits, nor in anyone's way. */
         reclaim(b);
-        now = lane->waiting == 0 && fits(b, bytes) && fair(b, bucket_of(w->flow), bytes);
+        now = lane->queue.queued == 0 && fits(b, bytes) && fair(b, bucket_of(w->client), bytes);
     }
     if (now) {
-        hold(b, w->flow, bytes);
+        hold(b, w->client, bytes);
         return true;
     }
-    w->next = NULL;
     w->bytes = bytes;
     w->granted = granted;
-    w->queued = true;
-    struct budget_queue *q = bucket(lane, w->flow);
-    *q->tail = w;
-    q->tail = &w->next;
-    lane->waiting++;
+    fairq_push(&lane->queue, &w->node, w->client);
     b->waiting++;
-    b->flow_waiting[bucket_of(w->flow)]++;
+    b->bucket_waiting[bucket_of(w->client)]++;
     b->waits++;
     return false;
 }
 
-bool budget_try(struct budget *b, uint64_t flow, size_t bytes)
+bool budget_try(struct budget *b, uint64_t client, size_t bytes)
 {
     /* Strictly within the budget: the lone big reservation and the small
      * lane's reserve are for what a response needs, not for extras. */
@@ -188,7 +158,7 @@ bool budget_try(struct budget *b, uint64_t flow, size_t bytes)
         reclaim(b);
     if (b->held + b->kept > b->max - bytes)
         return false;
-    hold(b, flow, bytes);
+    hold(b, client, bytes);
     return true;
 }
 
@@ -207,29 +177,20 @@ void budget_unkeep(struct budget *b, size_t bytes)
     grant(b);
 }
 
-void budget_give(struct budget *b, uint64_t flow, size_t bytes)
+void budget_give(struct budget *b, uint64_t client, size_t bytes)
 {
-    b->flow_held[bucket_of(flow)] -= bytes;
+    b->bucket_held[bucket_of(client)] -= bytes;
     b->held -= bytes;
     grant(b);
 }
 
 void budget_cancel(struct budget *b, struct budget_waiter *w)
 {
-    if (!w->queued)
+    if (!w->node.queued)
         return;
-    struct budget_lane *lane = lane_of(b, w->bytes);
-    struct budget_queue *q = bucket(lane, w->flow);
-    struct budget_waiter **p = &q->head;
-    while (*p != w)
-        p = &(*p)->next;
-    *p = w->next;
-    if (*p == NULL)
-        q->tail = p;
-    w->queued = false;
-    lane->waiting--;
+    fairq_remove(&lane_of(b, w->bytes)->queue, &w->node);
     b->waiting--;
-    b->flow_waiting[bucket_of(w->flow)]--;
+    b->bucket_waiting[bucket_of(w->client)]--;
     /* Whoever waited behind W may fit now. */
     grant(b);
 }

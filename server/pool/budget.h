@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/base/fairq.h"
+
 /* The memory budget for request and response buffers (max_buffer_memory):
  * pump slots, `whole` pieces, /gzip input slices and zlib's state. What
  * does not fit waits, in turn (below), until a response gives its
@@ -15,11 +17,12 @@
  * Small reservations (BUDGET_SMALL or less: a small file, a 64k slice)
  * have a lane of their own, with a reserve of max/8 beyond the budget, so
  * that a few clients stalling big downloads cannot make a small page wait
- * behind them. Within a lane, waiters queue by client (BUDGET_FLOWS buckets,
- * a client hashed to one, first come first served in each) and the lane
- * grants round robin across the buckets, one waiter per turn: a client with
- * many stalled responses cannot keep another's waiting for more than one
- * grant of its own. The waiter whose turn it is waits until it fits (no
+ * behind them. Within a lane, waiters queue by client (a fair queue,
+ * server/base/fairq.h, of BUDGET_BUCKETS, first come first served in each)
+ * and the lane grants round robin across the buckets in the order they
+ * began to wait, one waiter per turn: a client with many stalled responses
+ * cannot keep another's waiting for more than one grant of its own. The
+ * waiter whose turn it is (the first in the ring) waits until it fits (no
  * other passes it), so every wait ends.
  *
  * While another client waits, no client takes beyond its fair share: the
@@ -35,28 +38,22 @@
  *
  * Pure: no libuv, no clock; one per server, on its loop. */
 
-#define BUDGET_SMALL ((size_t)128 << 10)
-#define BUDGET_FLOWS 64
+#define BUDGET_SMALL   ((size_t)128 << 10)
+#define BUDGET_BUCKETS 64
 
 struct budget_waiter {
-    struct budget_waiter *next;
+    struct fairq_node node; /* in its lane; node.queued: it waits */
     size_t bytes;
-    uint64_t flow; /* who waits (a client), set by the caller before budget_take */
+    uint64_t client; /* who waits, set by the caller before budget_take */
     /* Runs from budget_give or budget_set_max once BYTES are taken for it. */
     void (*granted)(struct budget_waiter *w);
-    bool queued;
 };
 
-/* Waiters in arrival order. */
-struct budget_queue {
-    struct budget_waiter *head, **tail;
-};
-
-/* One lane: a queue per bucket of clients, served in turn. */
+/* One lane: its waiters by client, the ring's first bucket the one whose
+ * turn it is. */
 struct budget_lane {
-    struct budget_queue flows[BUDGET_FLOWS];
-    unsigned turn;  /* the bucket to grant next, or the first after it with waiters */
-    size_t waiting; /* in this lane */
+    struct fairq queue;
+    struct fairq_bucket bucket[BUDGET_BUCKETS];
 };
 
 struct budget {
@@ -64,8 +61,8 @@ struct budget {
     struct budget_lane small, big; /* each round robin across clients */
     size_t waiting;                /* in the lanes now */
     /* by bucket of clients: what each holds and how many of it wait */
-    size_t flow_held[BUDGET_FLOWS];
-    size_t flow_waiting[BUDGET_FLOWS];
+    size_t bucket_held[BUDGET_BUCKETS];
+    size_t bucket_waiting[BUDGET_BUCKETS];
     uint64_t waits;     /* reservations that had to wait */
     uint64_t waited_ms; /* their time in the queue (the caller adds it) */
     size_t kept;        /* kept for reuse by no response (budget_keep) */
@@ -79,21 +76,21 @@ struct budget {
 void budget_init(struct budget *b, size_t max);
 
 /* Takes BYTES for W now if they fit and nobody in their lane waits, and
- * returns true; otherwise queues W in its client's bucket (W->flow, set by
- * the caller), returns false and calls W->granted later. A reservation
+ * returns true; otherwise queues W in its client's bucket (W->client, set
+ * by the caller), returns false and calls W->granted later. A reservation
  * larger than the whole budget is taken when nothing else is held, so it
  * runs alone rather than never. */
 bool budget_take(struct budget *b, struct budget_waiter *w, size_t bytes,
                  void (*granted)(struct budget_waiter *w));
 
-/* Takes BYTES for client FLOW only if they fit within the budget now and
+/* Takes BYTES for CLIENT only if they fit within the budget now and
  * nobody waits (an extra that helps but is not needed, like a second
  * slot). Never queues. */
-bool budget_try(struct budget *b, uint64_t flow, size_t bytes);
+bool budget_try(struct budget *b, uint64_t client, size_t bytes);
 
-/* Gives BYTES that client FLOW held back, then grants the waiters that now
+/* Gives BYTES that CLIENT held back, then grants the waiters that now
  * fit. */
-void budget_give(struct budget *b, uint64_t flow, size_t bytes);
+void budget_give(struct budget *b, uint64_t client, size_t bytes);
 
 /* Takes a queued W out of its queue; nothing was taken for it. */
 void budget_cancel(struct budget *b, struct budget_waiter *w);

@@ -109,11 +109,11 @@ static void gateway_on_after_work(uv_work_t *req, int status)
     if (status == 0)
         adapt_bulk_max(gw, job);
     /* The job may be freed by its callback. */
-    uint64_t flow = job->item.flow_id, ran = job->finished_ns - job->started_ns;
+    uint64_t client = job->item.client, ran = job->finished_ns - job->started_ns;
     uint64_t t0 = gw->ran != NULL && status == 0 ? uv_hrtime() : 0;
     job->done(job, status);
     if (t0 != 0)
-        gw->ran(gw->ran_arg, flow, ran, uv_hrtime() - t0);
+        gw->ran(gw->ran_arg, client, ran, uv_hrtime() - t0);
     dispatch(gw);
 }
 
@@ -195,7 +195,7 @@ int gateway_submit(struct gateway *gw, struct gateway_job *job, enum gateway_cla
     job->done = done;
     job->item.cost = cost.bytes;
     job->item.remaining = cost.remaining;
-    job->item.flow_id = cost.flow;
+    job->item.client = cost.flow;
     job->item.cpu = cls == GATEWAY_GZIP;
     job->in_libuv = false;
     job->submitted_ns = uv_hrtime();
@@ -218,7 +218,7 @@ int gateway_cancel(struct gateway_job *job)
     struct gateway *gw = job->gateway;
     if (job->in_libuv)
         return uv_cancel((uv_req_t *)&job->req);
-    if (!job->item.queued)
+    if (!job->item.node.queued)
         return UV_EBUSY; /* done, or its cancel already under way */
     sched_remove(&gw->sched, &job->item);
     job->next_cancelled = gw->cancelled;

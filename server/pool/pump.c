@@ -19,13 +19,16 @@ static const char crlf[] = "\r\n";
 static const char last_chunk[] = "0\r\n\r\n";
 
 static void fill_next(struct pump *pump);
+static void slot_turn(struct pump_turn *t);
 
 void pump_init(struct pump *pump, uv_stream_t *stream, const struct pump_env *env, uint64_t flow,
                pump_done_fn done)
 {
     *pump = (struct pump){.stream = stream, .env = env, .flow = flow, .done = done, .filling = -1};
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         pump->slots[i].pump = pump;
+        pump->slots[i].turn.go = slot_turn;
+    }
 }
 
 bool pump_head_held(const struct pump *pump)
@@ -91,8 +94,8 @@ static void drop_waiting(struct pump *pump)
 {
     for (int i = 0; i < 2; i++) {
         struct pump_slot *slot = &pump->slots[i];
-        if (slot->turn.queued) {
-            share_remove(&pump->env->sender->share, &slot->turn);
+        if (slot->turn.item.node.queued) {
+            pump_sender_drop(pump->env->sender, &slot->turn);
             slot->busy = false;
         }
     }
@@ -161,8 +164,6 @@ static size_t frame_slot(struct pump *pump, struct pump_slot *slot)
     return bytes;
 }
 
-static bool sender_admit(struct pump_sender *snd, struct share_item *item);
-
 /* Hands SLOT's piece to the socket, now or at its turn (the slot stays
  * busy while it waits). */
 static void write_slot(struct pump *pump, struct pump_slot *slot)
@@ -173,13 +174,19 @@ static void write_slot(struct pump *pump, struct pump_slot *slot)
         return;
     }
     struct pump_sender *snd = pump->env->sender;
-    if (snd != NULL) {
-        slot->turn.flow = pump->flow;
-        slot->turn.bytes = bytes;
-        if (!sender_admit(snd, &slot->turn))
-            return;
-    }
+    if (snd != NULL && !pump_sender_admit(snd, &slot->turn, pump->flow, bytes))
+        return;
     issue(pump, slot);
+}
+
+/* SLOT's turn came: it goes, which may end the response, even the
+ * connection. */
+static void slot_turn(struct pump_turn *t)
+{
+    struct pump_slot *slot = container_of(t, struct pump_slot, turn);
+    struct pump *pump = slot->pump;
+    issue(pump, slot);
+    finish_if_idle(pump);
 }
 
 void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes)
@@ -385,7 +392,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
     pump->asked = 0;
     pump->slot_held = !src->reserve_late;
     pump->error = 0;
-    pump->wait.flow = pump->flow; /* waiters take turns by client */
+    pump->wait.client = pump->flow; /* waiters take turns by client */
     if (!src->reserve_late) {
         size_t need = src->held + pump->alloc;
         if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
@@ -462,10 +469,8 @@ static void sender_on_check(uv_check_t *check)
     share_turn(&snd->share);
     struct share_item *item;
     while ((item = share_next(&snd->share)) != NULL) {
-        struct pump_slot *slot = container_of(item, struct pump_slot, turn);
-        struct pump *pump = slot->pump;
-        issue(pump, slot);
-        finish_if_idle(pump); /* may end the response, even the connection */
+        struct pump_turn *t = container_of(item, struct pump_turn, item);
+        t->go(t);
     }
     if (share_waiting(&snd->share))
         return;
@@ -480,15 +485,21 @@ static void sender_on_idle(uv_idle_t *idle)
     (void)idle; /* only there so that the poll does not block */
 }
 
-/* ITEM wants to be written: true if it goes now. Else it waits, and the
- * loop does not block until its turn comes. */
-static bool sender_admit(struct pump_sender *snd, struct share_item *item)
+/* A write that waits keeps the loop from blocking until its turn comes. */
+bool pump_sender_admit(struct pump_sender *snd, struct pump_turn *t, uint64_t client, size_t bytes)
 {
-    bool now = share_admit(&snd->share, item);
+    t->item.client = client;
+    t->item.bytes = bytes;
+    bool now = share_admit(&snd->share, &t->item);
     uv_check_start(&snd->check, sender_on_check); /* does nothing when it runs */
     if (!now)
         uv_idle_start(&snd->idle, sender_on_idle);
     return now;
+}
+
+void pump_sender_drop(struct pump_sender *snd, struct pump_turn *t)
+{
+    share_remove(&snd->share, &t->item);
 }
 
 bool pump_loop_reads_probe(const char *dir)
@@ -653,7 +664,7 @@ void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s)
     snap_add(s, &send_deferred_def, sh->counters.deferred);
     snap_add(s, &send_contended_def, sh->counters.contended);
     snap_add(s, &send_turns_def, sh->counters.turns);
-    snap_add(s, &send_waiting_def, sh->active);
+    snap_add(s, &send_waiting_def, sh->queue.active);
     snap_add(s, &send_clients_max_def, sh->counters.clients_max);
     snap_add(s, &send_lag_def, sh->counters.lag_max);
     snap_close(s);

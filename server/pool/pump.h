@@ -139,6 +139,23 @@ struct pump_sender {
     bool closing;
 };
 
+/* A write that takes its turn through the sender: embedded in its owner
+ * (a pump slot, a connection's in-memory response), which GO hands to the
+ * socket when its turn comes. */
+struct pump_turn {
+    struct share_item item; /* item.node.queued: it waits */
+    void (*go)(struct pump_turn *t);
+};
+
+/* Loop thread: T, BYTES of CLIENT, wants to be written. Returns true when
+ * it goes now (the caller writes it); else it waits, and T->go runs at its
+ * turn. */
+bool pump_sender_admit(struct pump_sender *snd, struct pump_turn *t, uint64_t client, size_t bytes);
+
+/* T, waiting, will not be written (its owner stops): it leaves the queue.
+ * Nothing when it does not wait. */
+void pump_sender_drop(struct pump_sender *snd, struct pump_turn *t);
+
 /* Prepares SND on LOOP, its turns handing the kernel TURN_BYTES. */
 void pump_sender_init(struct pump_sender *snd, uv_loop_t *loop, size_t turn_bytes);
 
@@ -200,8 +217,8 @@ struct pump_slot {
     size_t len;
     char frame[24]; /* chunk-size line when chunked */
     bool busy;      /* being filled, waiting for its turn, or written and not yet confirmed */
-    struct share_item turn; /* waiting for its turn to be written */
-    uv_buf_t bufs[5];       /* what the write hands the socket, set as it is decided */
+    struct pump_turn turn; /* waiting for its turn to be written */
+    uv_buf_t bufs[5];      /* what the write hands the socket, set as it is decided */
     unsigned nbufs;
 };
 

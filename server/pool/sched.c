@@ -2,9 +2,14 @@
 
 #include <string.h>
 
+#include "server/base/util.h"
+
 void sched_init(struct sched *s, enum sched_mode mode, unsigned threads, unsigned bulk_max)
 {
     memset(s, 0, sizeof *s);
+    fairq_init(&s->fifo, s->fifo_bucket, 1);
+    fairq_init(&s->shorts.queue, s->shorts.bucket, SCHED_BUCKETS);
+    fairq_init(&s->bulks.queue, s->bulks.bucket, SCHED_BUCKETS);
     s->mode = mode;
     s->threads = threads > 0 ? threads : 1;
     sched_set_bulk_max(s, bulk_max);
@@ -28,98 +33,36 @@ void sched_set_cpu_max(struct sched *s, unsigned cpu_max)
     s->cpu_max = share(s, cpu_max);
 }
 
-/* ---- queues ------------------------------------------------------------------ */
-
-static void queue_append(struct sched_queue *q, struct sched_item *item)
-{
-    item->next = NULL;
-    item->prev = q->tail;
-    if (q->tail != NULL)
-        q->tail->next = item;
-    else
-        q->head = item;
-    q->tail = item;
-}
-
-static void queue_unlink(struct sched_queue *q, struct sched_item *item)
-{
-    if (item->prev != NULL)
-        item->prev->next = item->next;
-    else
-        q->head = item->next;
-    if (item->next != NULL)
-        item->next->prev = item->prev;
-    else
-        q->tail = item->prev;
-}
-
 /* ---- buckets: round robin by bytes between clients ---------------------------- */
 
-static struct sched_flow *bucket(struct sched_fair *fq, uint64_t flow_id)
+static struct sched_item *item_of(struct fairq_node *node)
 {
-    uint64_t h = flow_id * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing */
-    return &fq->flows[(h >> 32) % SCHED_FLOWS];
+    return node == NULL ? NULL : container_of(node, struct sched_item, node);
 }
 
-/* A bucket that starts holding work goes last in the active list, at the
- * tag of the last start unless its own is further on: what it started
- * before counts, time away does not. */
-static void fair_join(struct sched_fair *fq, struct sched_flow *f)
-{
-    if (f->tag < fq->vtime)
-        f->tag = fq->vtime;
-    if (fq->active == NULL) {
-        f->next = f->prev = f;
-        fq->active = f;
-        return;
-    }
-    f->next = fq->active;
-    f->prev = fq->active->prev;
-    f->prev->next = f;
-    fq->active->prev = f;
-}
-
-static void fair_leave(struct sched_fair *fq, struct sched_flow *f)
-{
-    if (f->next == f) {
-        fq->active = NULL;
-    } else {
-        f->prev->next = f->next;
-        f->next->prev = f->prev;
-        if (fq->active == f)
-            fq->active = f->next;
-    }
-    f->next = f->prev = NULL;
-}
-
+/* A bucket that starts holding work goes last in the ring, at the tag of
+ * the last start unless its own is further on: what it started before
+ * counts, time away does not. */
 static void fair_append(struct sched_fair *fq, struct sched_item *item)
 {
-    struct sched_flow *f = bucket(fq, item->flow_id);
-    if (f->queue.head == NULL)
-        fair_join(fq, f);
-    item->flow = f;
-    queue_append(&f->queue, item);
-}
-
-static void fair_unlink(struct sched_fair *fq, struct sched_item *item)
-{
-    struct sched_flow *f = item->flow;
-    queue_unlink(&f->queue, item);
-    item->flow = NULL;
-    if (f->queue.head == NULL)
-        fair_leave(fq, f);
+    if (fairq_push(&fq->queue, &item->node, item->client)) {
+        uint32_t b = item->node.bucket;
+        if (fq->tag[b] < fq->vtime)
+            fq->tag[b] = fq->vtime;
+    }
 }
 
 /* The bucket whose turn it is: the smallest tag; of equal ones, the one
- * that has held work the longest. */
-static struct sched_flow *fair_turn(const struct sched_fair *fq)
+ * that has held work the longest (the first in the ring). */
+static uint32_t fair_turn(const struct sched_fair *fq)
 {
-    struct sched_flow *best = fq->active;
-    for (struct sched_flow *f = best->next; f != fq->active; f = f->next) {
-        if (f->tag < best->tag)
-            best = f;
+    int32_t best = fairq_first(&fq->queue);
+    for (int32_t b = fairq_next(&fq->queue, (uint32_t)best); b != FAIRQ_NONE;
+         b = fairq_next(&fq->queue, (uint32_t)b)) {
+        if (fq->tag[b] < fq->tag[best])
+            best = b;
     }
-    return best;
+    return (uint32_t)best;
 }
 
 /* Whether ITEM, a short job, may start now: not when it is CPU-bound and
@@ -138,11 +81,12 @@ struct short_pick {
 /* A client's next short job among those that may start: the fewest
  * remaining bytes (the first of equals), unless its oldest has seen
  * SCHED_SHORT_AGE of the bucket's jobs start since it arrived. */
-static struct short_pick short_pick(const struct sched *s, const struct sched_flow *f)
+static struct short_pick short_pick(const struct sched *s, uint32_t b)
 {
     struct short_pick pick = {0};
     struct sched_item *oldest = NULL;
-    for (struct sched_item *it = f->queue.head; it != NULL; it = it->next) {
+    for (struct fairq_node *n = fairq_oldest(&s->shorts.queue, b); n != NULL; n = n->next) {
+        struct sched_item *it = item_of(n);
         if (!cpu_allows(s, it))
             continue;
         if (oldest == NULL)
@@ -150,57 +94,55 @@ static struct short_pick short_pick(const struct sched *s, const struct sched_fl
         else if (it->remaining < pick.item->remaining)
             pick.item = it;
     }
-    if (pick.item != oldest && f->started - oldest->age >= SCHED_SHORT_AGE) {
+    if (pick.item != oldest && s->shorts.started[b] - oldest->age >= SCHED_SHORT_AGE) {
         pick.item = oldest;
         pick.aged = true;
     }
     return pick;
 }
 
-/* The next short job that may start, in *F's bucket: the bucket whose turn
+/* The next short job that may start, in bucket *BP: the bucket whose turn
  * it is; while the CPU bound holds, the first in turn (smallest tag, then
  * longest waiting) that has a job it allows. */
-static struct short_pick short_next(const struct sched *s, struct sched_flow **fp)
+static struct short_pick short_next(const struct sched *s, uint32_t *bp)
 {
-    struct sched_flow *turn = fair_turn(&s->shorts);
+    const struct sched_fair *fq = &s->shorts;
+    uint32_t turn = fair_turn(fq);
     struct short_pick pick = short_pick(s, turn), p;
-    *fp = turn;
+    *bp = turn;
     if (pick.item != NULL || s->running_cpu < s->cpu_max)
         return pick;
-    struct sched_flow *f = s->shorts.active;
-    do {
-        p = short_pick(s, f);
-        if (p.item != NULL && (pick.item == NULL || f->tag < (*fp)->tag)) {
+    for (int32_t b = fairq_first(&fq->queue); b != FAIRQ_NONE;
+         b = fairq_next(&fq->queue, (uint32_t)b)) {
+        p = short_pick(s, (uint32_t)b);
+        if (p.item != NULL && (pick.item == NULL || fq->tag[b] < fq->tag[*bp])) {
             pick = p;
-            *fp = f;
+            *bp = (uint32_t)b;
         }
-        f = f->next;
-    } while (f != s->shorts.active);
+    }
     return pick;
 }
 
-/* Takes ITEM, of bucket F in class FQ: the bucket's tag moves on by its cost. */
-static struct sched_item *fair_take(struct sched_fair *fq, struct sched_flow *f,
-                                    struct sched_item *item)
+/* Takes ITEM, of bucket B in class FQ: the bucket's tag moves on by its cost. */
+static struct sched_item *fair_take(struct sched_fair *fq, uint32_t b, struct sched_item *item)
 {
-    fq->vtime = f->tag;
-    f->tag += item->cost > SCHED_MIN_CHARGE ? item->cost : SCHED_MIN_CHARGE;
+    fq->vtime = fq->tag[b];
+    fq->tag[b] += item->cost > SCHED_MIN_CHARGE ? item->cost : SCHED_MIN_CHARGE;
     return item;
 }
 
-/* A short job of bucket F starts although its tag is not the smallest:
+/* A short job of bucket B starts although its tag is not the smallest:
  * the buckets before it in turn have only CPU-bound work, held by cpu_max.
- * They save no credit while held (their tags come up to F's), or the first
+ * They save no credit while held (their tags come up to B's), or the first
  * of their work that may start would go ahead of everyone's for as long as
  * they were held. */
-static void lift_held(struct sched_fair *fq, const struct sched_flow *f)
+static void lift_held(struct sched_fair *fq, uint32_t b)
 {
-    struct sched_flow *g = fq->active;
-    do {
-        if (g->tag < f->tag)
-            g->tag = f->tag;
-        g = g->next;
-    } while (g != fq->active);
+    for (int32_t g = fairq_first(&fq->queue); g != FAIRQ_NONE;
+         g = fairq_next(&fq->queue, (uint32_t)g)) {
+        if (fq->tag[g] < fq->tag[b])
+            fq->tag[g] = fq->tag[b];
+    }
 }
 
 /* ---- the policy ------------------------------------------------------------------ */
@@ -208,9 +150,8 @@ static void lift_held(struct sched_fair *fq, const struct sched_flow *f)
 static void enqueue(struct sched *s, struct sched_item *item)
 {
     item->bulk = item->remaining > SCHED_SHORT_BYTES;
-    item->flow = NULL;
     if (s->mode == SCHED_MODE_FIFO)
-        queue_append(&s->queue, item);
+        fairq_push(&s->fifo, &item->node, item->client);
     else
         fair_append(item->bulk ? &s->bulks : &s->shorts, item);
     if (item->bulk)
@@ -218,32 +159,30 @@ static void enqueue(struct sched *s, struct sched_item *item)
     else
         s->waiting_short++;
     s->waiting_cpu += item->cpu && !item->bulk;
-    item->queued = true;
 }
 
 void sched_push(struct sched *s, struct sched_item *item)
 {
-    const struct sched_flow *f = bucket(&s->shorts, item->flow_id);
+    uint64_t started = s->shorts.started[fairq_bucket_of(item->client, SCHED_BUCKETS)];
     item->seq = s->seq++;
-    item->age = f->started;
-    item->others = s->counters.short_started - f->started;
+    item->age = started;
+    item->others = s->counters.short_started - started;
     enqueue(s, item);
 }
 
 void sched_remove(struct sched *s, struct sched_item *item)
 {
-    if (!item->queued)
+    if (!item->node.queued)
         return;
-    if (item->flow != NULL)
-        fair_unlink(item->bulk ? &s->bulks : &s->shorts, item);
+    if (s->mode == SCHED_MODE_FIFO)
+        fairq_remove(&s->fifo, &item->node);
     else
-        queue_unlink(&s->queue, item);
+        fairq_remove(item->bulk ? &s->bulks.queue : &s->shorts.queue, &item->node);
     if (item->bulk)
         s->waiting_bulk--;
     else
         s->waiting_short--;
     s->waiting_cpu -= item->cpu && !item->bulk;
-    item->queued = false;
 }
 
 bool sched_short_waiting(const struct sched *s, bool cpu)
@@ -257,12 +196,12 @@ bool sched_short_waiting(const struct sched *s, bool cpu)
  * while it waited. */
 static void count_short(struct sched *s, const struct sched_item *item)
 {
-    struct sched_flow *f = bucket(&s->shorts, item->flow_id);
-    uint64_t others = s->counters.short_started - f->started - item->others;
+    uint64_t *started = &s->shorts.started[fairq_bucket_of(item->client, SCHED_BUCKETS)];
+    uint64_t others = s->counters.short_started - *started - item->others;
     if (others > s->counters.short_others_max)
         s->counters.short_others_max = others;
     s->counters.short_started++;
-    f->started++;
+    (*started)++;
 }
 
 /* Takes ITEM out of its queue and counts it as started. FORCED: a bulk job
@@ -293,28 +232,29 @@ struct sched_item *sched_next(struct sched *s)
     if (s->running >= s->threads)
         return NULL;
     if (s->mode == SCHED_MODE_FIFO) {
-        struct sched_item *head = s->queue.head;
+        struct sched_item *head = item_of(fairq_oldest(&s->fifo, 0));
         return head != NULL ? start(s, head, false, s->waiting_short > 0) : NULL;
     }
     /* The reserve: with more than one thread, bulk never takes the last. */
-    bool bulk_may = s->bulks.active != NULL && s->running_bulk < s->bulk_max;
-    struct sched_flow *f = NULL;
+    bool bulk_may = s->bulks.queue.active > 0 && s->running_bulk < s->bulk_max;
+    uint32_t b = 0;
     struct short_pick pick = {0};
-    if (s->shorts.active != NULL)
-        pick = short_next(s, &f);
+    if (s->shorts.queue.active > 0)
+        pick = short_next(s, &b);
     if (pick.item != NULL && !(bulk_may && s->streak >= SCHED_SHORT_STREAK)) {
         if (bulk_may)
             s->streak++;
         s->counters.short_aged += pick.aged;
         s->counters.cpu_passed += s->waiting_cpu > 0 && s->running_cpu >= s->cpu_max;
         if (s->running_cpu >= s->cpu_max)
-            lift_held(&s->shorts, f);
-        return start(s, fair_take(&s->shorts, f, pick.item), false, false);
+            lift_held(&s->shorts, b);
+        return start(s, fair_take(&s->shorts, b, pick.item), false, false);
     }
     if (!bulk_may)
         return NULL;
-    f = fair_turn(&s->bulks);
-    return start(s, fair_take(&s->bulks, f, f->queue.head), pick.item != NULL, false);
+    b = fair_turn(&s->bulks);
+    struct sched_item *oldest = item_of(fairq_oldest(&s->bulks.queue, b));
+    return start(s, fair_take(&s->bulks, b, oldest), pick.item != NULL, false);
 }
 
 void sched_done(struct sched *s, const struct sched_item *item)
@@ -329,11 +269,13 @@ void sched_done(struct sched *s, const struct sched_item *item)
 /* Any item that waits, or NULL. */
 static struct sched_item *any_waiting(const struct sched *s)
 {
-    if (s->queue.head != NULL)
-        return s->queue.head;
-    if (s->shorts.active != NULL)
-        return s->shorts.active->queue.head;
-    return s->bulks.active != NULL ? s->bulks.active->queue.head : NULL;
+    const struct fairq *queues[] = {&s->fifo, &s->shorts.queue, &s->bulks.queue};
+    for (size_t i = 0; i < sizeof queues / sizeof *queues; i++) {
+        int32_t b = fairq_first(queues[i]);
+        if (b != FAIRQ_NONE)
+            return item_of(fairq_oldest(queues[i], (uint32_t)b));
+    }
+    return NULL;
 }
 
 void sched_set_mode(struct sched *s, enum sched_mode mode)
@@ -341,20 +283,21 @@ void sched_set_mode(struct sched *s, enum sched_mode mode)
     /* Gather everything that waits into one list in arrival order (an
      * insertion sort: switching is rare, and what waits is a few items per
      * connection), then queue it again under the new mode. */
-    struct sched_item *all = NULL, *it;
+    struct fairq_node *all = NULL;
+    struct sched_item *it;
     while ((it = any_waiting(s)) != NULL) {
         sched_remove(s, it);
-        struct sched_item **at = &all;
-        while (*at != NULL && (*at)->seq < it->seq)
+        struct fairq_node **at = &all;
+        while (*at != NULL && item_of(*at)->seq < it->seq)
             at = &(*at)->next;
-        it->next = *at;
-        *at = it;
+        it->node.next = *at;
+        *at = &it->node;
     }
     s->mode = mode;
     s->streak = 0;
     while (all != NULL) {
-        it = all;
-        all = it->next;
+        it = item_of(all);
+        all = all->next;
         enqueue(s, it);
     }
 }

@@ -25,10 +25,10 @@
  *     everyone's for as long as it had been held.
  *   - no starvation: while bulk work waits and a bulk thread is free, at most
  *     SCHED_SHORT_STREAK short jobs start in a row before a bulk one does.
- *   - every class shares by client (flow): within short work and within bulk
- *     work, each client's jobs wait in a bucket of their own (SCHED_FLOWS
- *     buckets, a client hashed to one: two clients may share a bucket, and
- *     no client's jobs ever allocate). The next start goes to the bucket
+ *   - every class shares by client: within short work and within bulk
+ *     work, each client's jobs wait in a bucket of their own (a fair queue,
+ *     server/base/fairq.h, of SCHED_BUCKETS: two clients may share a
+ *     bucket, and no client's jobs ever allocate). The next start goes to the bucket
  *     that has started the fewest bytes: round robin by bytes at the grain of
  *     one job (start-time fair queueing). Each start adds the job's cost, at
  *     least SCHED_MIN_CHARGE, to its bucket's tag, and the bucket with the
@@ -48,51 +48,38 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/base/fairq.h"
+
 #define SCHED_SHORT_BYTES  ((uint64_t)256 * 1024)
 #define SCHED_SHORT_STREAK 16
 #define SCHED_SHORT_AGE    16
 #define SCHED_MIN_CHARGE   ((uint64_t)4 * 1024)
-#define SCHED_FLOWS        64
+#define SCHED_BUCKETS      64
 
 enum sched_mode { SCHED_MODE_FIFO, SCHED_MODE_FAIR };
 
-struct sched_flow;
-struct sched_item;
-
-/* A doubly linked queue of items. */
-struct sched_queue {
-    struct sched_item *head, *tail;
-};
-
 /* Embedded in a gateway job: what the policy knows of it. */
 struct sched_item {
-    struct sched_item *next, *prev; /* in its queue */
-    struct sched_flow *flow;        /* fair: a queued item's bucket, else NULL */
-    uint64_t cost;                  /* bytes the job reads or deflates */
-    uint64_t remaining;             /* bytes its response has yet to produce, job included */
-    uint64_t flow_id;               /* who asked (a client): shares are per flow */
-    uint64_t seq;                   /* arrival order */
-    uint64_t age;                   /* its short bucket's starts when it arrived */
-    uint64_t others;                /* short starts of other buckets when it arrived */
-    bool cpu;                       /* CPU-bound (a deflate), set by the caller */
-    bool bulk;                      /* decided at push */
-    bool queued;
+    struct fairq_node node; /* in its queue; node.queued: it waits */
+    uint64_t cost;          /* bytes the job reads or deflates */
+    uint64_t remaining;     /* bytes its response has yet to produce, job included */
+    uint64_t client;        /* who asked: shares are per client */
+    uint64_t seq;           /* arrival order */
+    uint64_t age;           /* its short bucket's starts when it arrived */
+    uint64_t others;        /* short starts of other buckets when it arrived */
+    bool cpu;               /* CPU-bound (a deflate), set by the caller */
+    bool bulk;              /* decided at push */
 };
 
-/* The work of the clients hashed to one bucket, in arrival order; in its
- * class's list of active buckets while it holds items. */
-struct sched_flow {
-    struct sched_flow *next, *prev;
-    struct sched_queue queue;
-    uint64_t tag;     /* the bytes it has started, counted from vtime when it came back */
-    uint64_t started; /* jobs of its class started from it (fifo too) */
-};
-
-/* One class's buckets under fair (short work, or bulk). */
+/* One class's buckets under fair (short work, or bulk): the work of the
+ * clients of each bucket in arrival order, the buckets holding work in
+ * the ring, longest waiting first. */
 struct sched_fair {
-    struct sched_flow *active; /* the buckets holding work, longest waiting first */
-    uint64_t vtime;            /* the tag of the last start */
-    struct sched_flow flows[SCHED_FLOWS];
+    struct fairq queue;
+    struct fairq_bucket bucket[SCHED_BUCKETS];
+    uint64_t tag[SCHED_BUCKETS];     /* bytes it started, counted from vtime when it came back */
+    uint64_t started[SCHED_BUCKETS]; /* jobs of its class started from it */
+    uint64_t vtime;                  /* the tag of the last start */
 };
 
 /* What the scheduler did: for /stats, and for tests of its invariants. */
@@ -107,12 +94,13 @@ struct sched_counters {
 
 struct sched {
     enum sched_mode mode;
-    unsigned threads;                /* the pool's size */
-    unsigned bulk_max;               /* fair: the most threads bulk work holds */
-    unsigned cpu_max;                /* fair: the most threads CPU-bound short work holds */
-    unsigned running, running_bulk;  /* started and not yet done */
-    unsigned running_cpu;            /* CPU-bound short jobs started and not yet done */
-    struct sched_queue queue;        /* fifo: all work */
+    unsigned threads;               /* the pool's size */
+    unsigned bulk_max;              /* fair: the most threads bulk work holds */
+    unsigned cpu_max;               /* fair: the most threads CPU-bound short work holds */
+    unsigned running, running_bulk; /* started and not yet done */
+    unsigned running_cpu;           /* CPU-bound short jobs started and not yet done */
+    struct fairq fifo;              /* fifo: all work, in one bucket */
+    struct fairq_bucket fifo_bucket[1];
     struct sched_fair shorts, bulks; /* fair: short and bulk work, by client */
     size_t waiting_short, waiting_bulk;
     size_t waiting_cpu; /* CPU-bound short jobs queued */
@@ -136,7 +124,7 @@ void sched_set_cpu_max(struct sched *s, unsigned cpu_max);
 /* Switches the policy; what waits is queued again in arrival order. */
 void sched_set_mode(struct sched *s, enum sched_mode mode);
 
-/* Queues ITEM (cost, remaining and flow_id set by the caller). */
+/* Queues ITEM (cost, remaining and client set by the caller). */
 void sched_push(struct sched *s, struct sched_item *item);
 
 /* Takes a queued ITEM out, unstarted (a cancel). */

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/base/fairq.h"
+
 /* The send share: the policy that decides which response's write the loop
  * hands the kernel next, as pure code (no loop, no clock).
  *
@@ -13,11 +15,11 @@
  * still goes, so a turn always makes progress). While nothing waits and the
  * turn has room, a write goes at once: a lone client, or a server with room
  * to spare, never waits. Once a turn is full, writes wait in their
- * client's queue (its flow, hashed into SHARE_BUCKETS buckets: nothing is
- * allocated per client), and the next turns serve the queues by deficit
- * round robin by bytes: each visit adds SHARE_QUANTUM to a client's credit,
- * and a client may go into debt by at most one write, which it pays back
- * before it writes again. A client with many connections thus gets the
+ * client's bucket (a fair queue, server/base/fairq.h, of SHARE_BUCKETS
+ * buckets: nothing is allocated per client), and the next turns serve the
+ * buckets by deficit round robin by bytes: each visit adds SHARE_QUANTUM
+ * to a client's deficit, and a client may go into debt by at most one
+ * write, which it pays back before it writes again. A client with many connections thus gets the
  * same bytes as a client with one while both wait (max-min: a client that
  * wants less than its share gets all it wants, the others share the rest),
  * and a queue that empties leaves only its debt, forgotten once no client
@@ -28,19 +30,9 @@
 
 /* A write waiting for its turn; embedded in its owner (a pump slot). */
 struct share_item {
-    struct share_item *next;
-    uint64_t flow;
+    struct fairq_node node; /* node.queued: it waits */
+    uint64_t client;
     size_t bytes;
-    bool queued;
-};
-
-struct share_bucket {
-    struct share_item *head, *tail;
-    int64_t credit;  /* bytes it may still write in this round; < 0: its debt */
-    uint64_t served; /* bytes granted since it began to wait (see lag) */
-    uint64_t epoch;  /* the credit counts only in this epoch */
-    int next;        /* the next bucket in the ring, or -1; in the ring while head is set */
-    bool visited;    /* got its quantum at this visit */
 };
 
 struct share_counters {
@@ -53,10 +45,9 @@ struct share_counters {
 };
 
 struct share {
-    struct share_bucket buckets[SHARE_BUCKETS];
-    int head, tail; /* the ring of buckets with writes waiting, in turn order */
-    unsigned active;
-    uint64_t epoch; /* grows each time no client waits any more */
+    struct fairq queue; /* the writes that wait, by client */
+    struct fairq_bucket bucket[SHARE_BUCKETS];
+    uint64_t served[SHARE_BUCKETS]; /* bytes granted since the bucket began to wait (see lag) */
     size_t turn_bytes, turn_used;
     struct share_counters counters;
 };
@@ -67,7 +58,7 @@ void share_init(struct share *s, size_t turn_bytes);
 /* Changes the bytes of a turn, from the next write on. */
 void share_set_turn(struct share *s, size_t turn_bytes);
 
-/* ITEM (its flow and bytes set) wants to be written: returns true if it may
+/* ITEM (its client and bytes set) wants to be written: returns true if it may
  * go now, false if it waits (share_next hands it out later). */
 bool share_admit(struct share *s, struct share_item *item);
 

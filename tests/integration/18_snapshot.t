@@ -229,9 +229,11 @@ def family_of(name, families):
 
 def moved(path, stats_len):
     """How far a /stats counter moved before /metrics read it: the /stats answer
-    itself counts as a request, a 2xx of its route and its body's bytes, and
-    the /metrics request as a request parsed at once."""
-    if path in (("requests",), ("responses", "/stats", "2xx"), ("turns", "at_once")):
+    itself counts as a request, a 2xx of its route, its body's bytes and a
+    write the sender let go at once, and the /metrics request as a request
+    parsed at once."""
+    if path in (("requests",), ("responses", "/stats", "2xx"), ("turns", "at_once"),
+                ("send", "at_once")):
         return 1
     return stats_len if path == ("bytes_sent",) else 0
 

@@ -8,12 +8,12 @@
 #define K ((size_t)1 << 10)
 
 static size_t order[16];
-static uint64_t order_flow[16];
+static uint64_t order_client[16];
 static int granted_n;
 
 static void on_granted(struct budget_waiter *w)
 {
-    order_flow[granted_n] = w->flow;
+    order_client[granted_n] = w->client;
     order[granted_n++] = w->bytes;
 }
 
@@ -21,13 +21,13 @@ static void on_granted(struct budget_waiter *w)
 static void give_granted(struct budget *b, int from, int to)
 {
     for (int i = from; i < to; i++)
-        budget_give(b, order_flow[i], order[i]);
+        budget_give(b, order_client[i], order[i]);
 }
 
 static void test_fifo(void)
 {
     struct budget b;
-    struct budget_waiter w1 = {.flow = 1}, w2 = {.flow = 1}, w3 = {.flow = 1};
+    struct budget_waiter w1 = {.client = 1}, w2 = {.client = 1}, w3 = {.client = 1};
     budget_init(&b, 100 * M);
     granted_n = 0;
     ok(budget_take(&b, &w1, 60 * M, on_granted), "60 of 100: taken now");
@@ -51,7 +51,7 @@ static void test_fifo(void)
 static void test_cancel_and_big(void)
 {
     struct budget b;
-    struct budget_waiter w1 = {.flow = 1}, w2 = {.flow = 1}, w3 = {.flow = 1};
+    struct budget_waiter w1 = {.client = 1}, w2 = {.client = 1}, w3 = {.client = 1};
     budget_init(&b, 100 * M);
     granted_n = 0;
     ok(budget_take(&b, &w1, 30 * M, on_granted), "30 taken");
@@ -74,7 +74,7 @@ static void test_cancel_and_big(void)
 static void test_small_lane(void)
 {
     struct budget b;
-    struct budget_waiter big1 = {.flow = 1}, big2 = {.flow = 1}, s[3] = {{.flow = 2}};
+    struct budget_waiter big1 = {.client = 1}, big2 = {.client = 1}, s[3] = {{.client = 2}};
     budget_init(&b, 1 * M);
     granted_n = 0;
     ok(budget_take(&b, &big1, 1 * M, on_granted), "a big response takes the whole budget");
@@ -97,7 +97,7 @@ static void test_small_lane(void)
 static void test_set_max(void)
 {
     struct budget b;
-    struct budget_waiter w1 = {.flow = 1}, w2 = {.flow = 1};
+    struct budget_waiter w1 = {.client = 1}, w2 = {.client = 1};
     budget_init(&b, 100 * M);
     granted_n = 0;
     ok(budget_take(&b, &w1, 80 * M, on_granted), "80 taken");
@@ -133,7 +133,7 @@ static bool keep(struct budget *b, size_t bytes)
 static void test_kept(void)
 {
     struct budget b;
-    struct budget_waiter w1 = {.flow = 1}, w2 = {.flow = 2};
+    struct budget_waiter w1 = {.client = 1}, w2 = {.client = 2};
     budget_init(&b, 100 * M);
     ok(!budget_keep(&b, M), "nothing is kept without a reclaim callback");
     b.reclaim = reclaim_all;
@@ -157,7 +157,7 @@ static void test_kept(void)
     ok(!keep(&b, 1), "a full budget keeps nothing");
     budget_give(&b, 2, 40 * M);
     ok(keep(&b, 30 * M), "30 kept");
-    struct budget_waiter w3 = {.flow = 3};
+    struct budget_waiter w3 = {.client = 3};
     ok(!budget_take(&b, &w3, 60 * M, on_granted), "60 does not fit even without them: waits");
     is_int(b.kept, 0, "and they were given up");
     ok(!keep(&b, M), "nothing is kept while someone waits");
@@ -182,19 +182,19 @@ static void test_kept(void)
 static void test_clients(size_t each, const char *lane, uint64_t many, uint64_t one)
 {
     struct budget b;
-    struct budget_waiter holder = {.flow = 9}, w[9];
+    struct budget_waiter holder = {.client = 9}, w[9];
     char desc[96];
     budget_init(&b, 8 * each);
     granted_n = 0;
     ok(budget_take(&b, &holder, 10 * each, on_granted), "one response holds it all, alone");
     for (int i = 0; i < 9; i++) {
-        w[i] = (struct budget_waiter){.flow = i < 8 ? many : one};
+        w[i] = (struct budget_waiter){.client = i < 8 ? many : one};
         ok(!budget_take(&b, &w[i], each, on_granted), "the others wait");
     }
     budget_give(&b, 9, 10 * each);
     int at = -1;
     for (int i = 0; i < granted_n; i++) {
-        if (order_flow[i] == one)
+        if (order_client[i] == one)
             at = i;
     }
     snprintf(desc, sizeof desc, "%s lane, client %d: granted first or second, not ninth", lane,
@@ -215,13 +215,13 @@ static void test_clients(size_t each, const char *lane, uint64_t many, uint64_t 
 static void test_turn_kept(uint64_t one, uint64_t two)
 {
     struct budget b;
-    struct budget_waiter holder = {.flow = 3}, half = {.flow = one}, little[4];
+    struct budget_waiter holder = {.client = 3}, half = {.client = one}, little[4];
     budget_init(&b, 100 * M);
     granted_n = 0;
     ok(budget_take(&b, &holder, 60 * M, on_granted), "60 held");
     ok(!budget_take(&b, &half, 50 * M, on_granted), "client 1 waits for 50");
     for (int i = 0; i < 4; i++) {
-        little[i] = (struct budget_waiter){.flow = two};
+        little[i] = (struct budget_waiter){.client = two};
         ok(!budget_take(&b, &little[i], 10 * M, on_granted), "client 2 waits for 10");
         budget_set_max(&b, 100 * M); /* looks at the waiters again */
     }
@@ -239,7 +239,8 @@ static void test_turn_kept(uint64_t one, uint64_t two)
 static void test_fair_share(void)
 {
     struct budget b;
-    struct budget_waiter a1 = {.flow = 1}, a2 = {.flow = 1}, a3 = {.flow = 1}, v = {.flow = 2};
+    struct budget_waiter a1 = {.client = 1}, a2 = {.client = 1}, a3 = {.client = 1},
+                         v = {.client = 2};
     budget_init(&b, 2 * M);
     granted_n = 0;
     ok(budget_take(&b, &a1, 1 * M, on_granted), "client 1 takes 1M");
@@ -247,15 +248,15 @@ static void test_fair_share(void)
     ok(!budget_take(&b, &v, 1 * M, on_granted), "client 2's 1M waits");
     ok(!budget_take(&b, &a3, 64 * K, on_granted),
        "client 1, past its share while client 2 waits: its 64k waits, reserve or not");
-    is_int(b.flow_held[bucket_of(1)], 2 * M, "client 1 holds 2M");
+    is_int(b.bucket_held[bucket_of(1)], 2 * M, "client 1 holds 2M");
     budget_give(&b, 1, 1 * M);
     is_int(granted_n, 2, "1M back: both granted");
-    is_int(order_flow[0], 2, "client 2 first, though client 1's 64k is in the small lane");
+    is_int(order_client[0], 2, "client 2 first, though client 1's 64k is in the small lane");
     is_int(order[1], 64 * K, "then client 1's 64k, nobody else waiting");
     budget_give(&b, 2, 1 * M);
     budget_give(&b, 1, 1 * M + 64 * K);
     is_int(b.held, 0, "all given back");
-    is_int(b.flow_held[bucket_of(1)] + b.flow_held[bucket_of(2)], 0, "by each client too");
+    is_int(b.bucket_held[bucket_of(1)] + b.bucket_held[bucket_of(2)], 0, "by each client too");
 }
 
 int main(void)

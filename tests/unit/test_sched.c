@@ -13,7 +13,7 @@ static struct sched_item items[128];
 static struct sched_item *item(int i, uint64_t cost, uint64_t remaining, uint64_t flow)
 {
     struct sched_item *it = &items[i];
-    *it = (struct sched_item){.cost = cost, .remaining = remaining, .flow_id = flow};
+    *it = (struct sched_item){.cost = cost, .remaining = remaining, .client = flow};
     return it;
 }
 
@@ -131,7 +131,7 @@ static void test_round_robin(void)
         if (it == NULL)
             break;
         starts++;
-        bytes[it->flow_id] += it->cost;
+        bytes[it->client] += it->cost;
         sched_done(&s, it);
         sched_push(&s, it); /* each connection's next piece */
     }
@@ -180,7 +180,7 @@ static void test_remove_and_mode(void)
     sched_push(&s, item(2, 1 * MB, 16 * MB, 3));
     sched_remove(&s, &items[1]);
     sched_remove(&s, &items[0]);
-    ok(!items[0].queued && !items[1].queued, "removed items are no longer queued");
+    ok(!items[0].node.queued && !items[1].node.queued, "removed items are no longer queued");
     sched_remove(&s, &items[0]);
     is_int(s.waiting_bulk + s.waiting_short, 1, "a second remove changes nothing");
     is_str(drain(&s, true), "2", "only what was not removed starts");
@@ -254,7 +254,7 @@ static void test_clients_by_cost(void)
     sched_push(&s, item(1, 4 * KB, 4 * KB, 2));
     for (int i = 0; i < 1000; i++) {
         struct sched_item *it = sched_next(&s);
-        bytes[it->flow_id] += it->cost;
+        bytes[it->client] += it->cost;
         uint64_t diff = bytes[1] > bytes[2] ? bytes[1] - bytes[2] : bytes[2] - bytes[1];
         worst = diff > worst ? diff : worst;
         sched_done(&s, it);

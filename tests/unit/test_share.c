@@ -8,15 +8,15 @@
 #define KB 1024ull
 #define MB (1024ull * 1024)
 
-/* Flows that land in distinct buckets. */
+/* Clients that land in distinct buckets. */
 #define ATTACKER 1
 #define VICTIM   2
 
 static struct share_item items[256];
 
-static struct share_item *item(int i, uint64_t flow, size_t bytes)
+static struct share_item *item(int i, uint64_t client, size_t bytes)
 {
-    items[i] = (struct share_item){.flow = flow, .bytes = bytes};
+    items[i] = (struct share_item){.client = client, .bytes = bytes};
     return &items[i];
 }
 
@@ -84,7 +84,7 @@ static void test_many_against_one(void)
      * flight, as a pump with one free slot. */
     int victim_writes = 1, attacker_writes = 1;
     for (int t = 0; t < 38; t++) {
-        if (!items[10].queued)
+        if (!items[10].node.queued)
             share_admit(&s, item(10, VICTIM, 1 * MB));
         share_turn(&s);
         struct share_item *it = share_next(&s);
@@ -113,7 +113,7 @@ static void test_by_bytes(void)
     for (int t = 0; t < 64 && share_waiting(&s); t++) {
         share_turn(&s);
         struct share_item *it = share_next(&s);
-        bytes[it->flow == VICTIM] += it->bytes;
+        bytes[it->client == VICTIM] += it->bytes;
         if (it == &items[101])
             ahead = bytes[1] - bytes[0];
     }
@@ -150,10 +150,10 @@ static void test_remove(void)
     share_admit(&s, item(1, VICTIM, 1 * MB));
     share_admit(&s, item(2, VICTIM, 1 * MB));
     share_remove(&s, &items[1]);
-    ok(!items[1].queued, "a removed write no longer waits");
+    ok(!items[1].node.queued, "a removed write no longer waits");
     share_remove(&s, &items[1]);
     share_remove(&s, &items[2]);
-    is_int(s.active, 1, "a client whose writes all left leaves the ring");
+    is_int(s.queue.active, 1, "a client whose writes all left leaves the ring");
     is_str(drain(&s, 4), "0", "the others go on");
     ok(!share_waiting(&s), "nothing waits");
 }

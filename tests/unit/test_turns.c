@@ -1,12 +1,13 @@
 /* The loop's turns as pure code: each client's share of a turn. */
 #include <stdint.h>
 
+#include "server/base/util.h"
 #include "server/http/turns.h"
 #include "tests/tap.h"
 
 #define US 1000ull
 
-/* Flows that land in distinct buckets. */
+/* Clients that land in distinct buckets. */
 #define ATTACKER 1
 #define VICTIM   2
 
@@ -54,9 +55,9 @@ static void test_turn_bound(void)
     struct turns t;
     turns_init(&t, 200 * US);
     int ran = 0;
-    for (uint64_t flow = 1; flow <= 100; flow++) {
-        if (turns_admit(&t, flow, true)) {
-            turns_charge(&t, flow, 100 * US);
+    for (uint64_t client = 1; client <= 100; client++) {
+        if (turns_admit(&t, client, true)) {
+            turns_charge(&t, client, 100 * US);
             ran++;
         }
     }
@@ -75,9 +76,9 @@ static void test_waiting_progress(void)
 {
     struct turns t;
     turns_init(&t, 200 * US);
-    for (uint64_t flow = 1; flow <= TURNS_CLIENTS; flow++) {
-        ok(turns_admit(&t, flow, false), "a client's request goes at once");
-        turns_charge(&t, flow, 200 * US);
+    for (uint64_t client = 1; client <= TURNS_CLIENTS; client++) {
+        ok(turns_admit(&t, client, false), "a client's request goes at once");
+        turns_charge(&t, client, 200 * US);
     }
     ok(turns_admit(&t, 100, true), "the turn's bound is spent: the first waiting one still goes");
     turns_charge(&t, 100, 100 * US);
@@ -97,16 +98,29 @@ static void test_callbacks(void)
     ok(turns_admit(&t, VICTIM, false), "another client's does not");
 }
 
-static struct turns_item items[128];
+/* A waiting request: a connection's node and its client. */
+struct request {
+    struct fairq_node node;
+    uint64_t client;
+};
 
-static struct turns_item *wait_item(struct turns *t, int i, uint64_t flow)
+static struct request items[128];
+
+static struct request *wait_item(struct turns *t, int i, uint64_t client)
 {
-    items[i] = (struct turns_item){.flow = flow};
-    turns_wait(t, &items[i]);
+    items[i] = (struct request){.client = client};
+    turns_wait(t, &items[i].node, client);
     return &items[i];
 }
 
-static int index_of(const struct turns_item *it)
+/* The request a node is, or NULL. */
+static struct request *next_waiting(struct turns *t)
+{
+    struct fairq_node *n = turns_next_waiting(t);
+    return n == NULL ? NULL : container_of(n, struct request, node);
+}
+
+static int index_of(const struct request *it)
 {
     return it == NULL ? -1 : (int)(it - items);
 }
@@ -121,31 +135,31 @@ static void test_queue(void)
     for (int i = 0; i < 64; i++)
         wait_item(&t, i, ATTACKER);
     wait_item(&t, 64, VICTIM);
-    is_int(t.waiting, 65, "65 wait");
-    is_int(t.active, 2, "in two clients' queues");
+    is_int(turns_waiting(&t), 65, "65 wait");
+    is_int(t.queue.active, 2, "in two clients' queues");
     turns_next(&t);
-    struct turns_item *it = turns_next_waiting(&t);
+    struct request *it = next_waiting(&t);
     is_int(index_of(it), 0, "the flood's oldest goes first");
     turns_charge(&t, ATTACKER, 20 * US);
-    is_int(index_of(turns_next_waiting(&t)), 64, "then the other client's, not the flood's 2nd");
+    is_int(index_of(next_waiting(&t)), 64, "then the other client's, not the flood's 2nd");
     turns_charge(&t, VICTIM, 20 * US);
     int ran = 2;
-    while ((it = turns_next_waiting(&t)) != NULL) {
-        turns_charge(&t, it->flow, 20 * US);
+    while ((it = next_waiting(&t)) != NULL) {
+        turns_charge(&t, it->client, 20 * US);
         ran++;
     }
     is_int(ran, 11, "the flood runs on until its share is spent (10 of its requests)");
-    is_int(t.waiting, 54, "the others wait for the next turn");
-    is_int(t.active, 1, "in one queue");
-    turns_remove(&t, &items[10]);
-    turns_remove(&t, &items[10]);
-    is_int(t.waiting, 53, "a removed request leaves the queue, once");
+    is_int(turns_waiting(&t), 54, "the others wait for the next turn");
+    is_int(t.queue.active, 1, "in one queue");
+    turns_remove(&t, &items[10].node);
+    turns_remove(&t, &items[10].node);
+    is_int(turns_waiting(&t), 53, "a removed request leaves the queue, once");
     turns_next(&t);
-    is_int(index_of(turns_next_waiting(&t)), 11, "the next turn goes on in order");
+    is_int(index_of(next_waiting(&t)), 11, "the next turn goes on in order");
     for (int i = 12; i < 64; i++)
-        turns_remove(&t, &items[i]);
-    is_int(t.active, 0, "the emptied queue leaves the ring");
-    ok(turns_next_waiting(&t) == NULL, "nothing waits");
+        turns_remove(&t, &items[i].node);
+    is_int(t.queue.active, 0, "the emptied queue leaves the ring");
+    ok(next_waiting(&t) == NULL, "nothing waits");
 }
 
 /* The turn's bound stops the waiting even when a client has time left. */
@@ -156,9 +170,9 @@ static void test_queue_bound(void)
     for (int i = 0; i < 10; i++)
         wait_item(&t, i, (uint64_t)i + 1);
     int ran = 0;
-    struct turns_item *it;
-    while ((it = turns_next_waiting(&t)) != NULL) {
-        turns_charge(&t, it->flow, 300 * US);
+    struct request *it;
+    while ((it = next_waiting(&t)) != NULL) {
+        turns_charge(&t, it->client, 300 * US);
         ran++;
     }
     is_int(ran, 3, "ten clients of 300 us each: three run, the third crossing the bound of 800 us");

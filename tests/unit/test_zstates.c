@@ -126,7 +126,7 @@ static void test_budget(void)
     is_int(b.kept, 3 * one, "their memory is kept in the budget");
     struct zstate *t = zstates_take(&zs, &big);
     is_int(b.kept, 2 * one, "one taken: no longer kept");
-    struct budget_waiter w = {.flow = 1};
+    struct budget_waiter w = {.client = 1};
     ok(budget_take(&b, &w, 2 * one + 1, NULL), "a reservation that needs their room goes at once");
     is_int(zs.idle, 0, "the waiting states were freed for it");
     is_int(b.kept, 0, "nothing kept");
