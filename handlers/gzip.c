@@ -16,9 +16,10 @@
  * defaults for input of unknown or large size; an input known to be small
  * gets a window no larger than itself (which loses nothing: a match can
  * never reach further back than the input's start) and a hash to match. */
-/* Input bytes per deflate call (deflate_fill): under the /gzip flood nearly
- * every step here ran 50 us of CPU or more (15 give-ways per 64k slice).
- * Also the first size of a body's input buffer (grow_input). */
+/* Input bytes per deflate call (deflate_fill): small enough that a job
+ * reaches gateway_give_way's check often, large enough that the call's own
+ * cost stays small beside the deflating. Also the first size of a body's
+ * input buffer (grow_input). */
 #define GZIP_STEP       4096u
 #define WINDOW_BITS_MAX 15
 #define WINDOW_BITS_MIN 9
@@ -114,7 +115,7 @@ static int deflate_fill(struct pump_source *src, size_t piece, char *buf, size_t
     z->avail_out = (uInt)cap;
     int rc;
     /* GZIP_STEP of input per call, giving the CPU way between them: a
-     * slice of 64k deflates for 0.8 ms of CPU or more. */
+     * whole slice can deflate for longer than the kernel's time slice. */
     do {
         uInt avail = z->avail_in;
         uInt step = avail > GZIP_STEP ? GZIP_STEP : avail;

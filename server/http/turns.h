@@ -13,8 +13,8 @@
  * requests go first, oldest first, each client again up to its share.
  *
  * Why: with 64 connections a client can have 64 requests ready in one poll.
- * Answered in that turn, they make it 1.3 ms long (measured), and every
- * other client's request waits that long for each step it takes on the
+ * Answered in that turn, they make it as long as all of them take, and
+ * every other client's request waits that long for each step it takes on the
  * loop (a read, then one per pool job), while the flood's connections stay
  * in step, poll after poll. With a share, a turn holds at most a share of
  * each client's work, and a request of a client that has spent nothing
