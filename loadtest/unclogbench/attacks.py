@@ -126,8 +126,13 @@ def configs(session):
     if s.get("behind_haproxy"):
         # The defaults direct, behind the balancer with the PROXY protocol, and
         # behind it without (every client is the balancer's one address).
-        return [defaults, dataclasses.replace(defaults, balancer="haproxy"),
-                dataclasses.replace(defaults, balancer="haproxy, no PROXY")]
+        # Without the balancer's per-source limit ("no door", for the attacks
+        # that hold connections; the others hold fewer than it lets through),
+        # unclog alone decides who keeps a connection: with the PROXY protocol
+        # it still sees who is who, without it every client is one.
+        return [defaults] + [dataclasses.replace(defaults, balancer=b) for b in
+                             ("haproxy", "haproxy, no PROXY",
+                              "haproxy, no door", "haproxy, no PROXY, no door")]
     rows = [defaults,
             unclog("64k", cache=True)]  # scheduler fifo, partition 64k, the seed's send buffer
     return rows + attack_peers(session.warnings, s["attack_peers"])
@@ -217,7 +222,8 @@ def run_attacks(session):
         prewarm(["/1k.bin", "/96k.bin", "/16m.bin", *FLOOD] +
                 (small_paths() if attack.name == "files" else []))
         # of these rows only unclog has POST /gzip; the table says so for the others
-        servers = [c for c in configs(session) if not attack.gzip or c.server == "unclog"]
+        servers = [c for c in configs(session) if (not attack.gzip or c.server == "unclog")
+                   and (attack.holds or "no door" not in c.balancer)]
         log(f"  attack: {attack.title}")
         alternate(session, f"attack {attack.name}", f"attack-{attack.name}", servers,
                   session.settings["attack_rounds"],

@@ -243,6 +243,8 @@ def attack_table(rows, attacks, victims, figures):
             what = [attack.title if i == 0 else "", victims[attack.victim][1] if i == 0 else "",
                     config.label]
             if alone is None and under is None:
+                if "no door" in config.balancer:  # only for attacks that hold connections
+                    continue
                 out.append(what + ["–"] * 4 + [f"no /gzip on {config.server}"
                                                if attack.gzip else "not run", "–"])
                 continue

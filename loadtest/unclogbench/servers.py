@@ -28,6 +28,9 @@ NGINX_VARIANTS = {
 NODE_SCRIPTS = ("readfile", "stream")
 # Peers run with a template of their own and their defaults: setting "defaults".
 TEMPLATED = {"lighttpd": "lighttpd.conf", "h2o": "h2o.conf"}
+# The address haproxy connects to unclog from: neither the attacker's (127.0.0.1)
+# nor the victim's (127.0.0.2), as a balancer has an address of its own.
+BALANCER = "127.0.0.9"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +43,8 @@ class Config:
     cache: bool = False  # unclog's small-file cache (off: every read meets the pool)
     loop: bool = False  # unclog's loop_reads (off: every read meets the pool, as in the seed)
     # unclog: behind Debian's haproxy running docs/haproxy.cfg: "haproxy" (the
-    # PROXY protocol, proxy_protocol_from its address) or "haproxy, no PROXY"
+    # PROXY protocol, proxy_protocol_from its address) or "haproxy, no PROXY";
+    # ", no door" drops the config's per-source connection limit
     balancer: str = ""
     workers: int = 1
     pinned: bool = True  # server on CPU 0 and its load on CPU 1 (when there are two)
@@ -165,17 +169,24 @@ class Server:
 
     def _haproxy(self, tag, backend):
         """Debian's haproxy running docs/haproxy.cfg in front of BACKEND: its bind and
-        server lines pointed here, its health check at /1k.bin (the fixtures have no
-        index), without send-proxy-v2 for "no PROXY". Returns the port it listens on."""
+        server lines pointed here, connecting from an address of its own (BALANCER, so
+        that neither the attacker nor the victim shares the balancer's place among the
+        clients), its health check at /1k.bin (the fixtures have no index), without
+        send-proxy-v2 for "no PROXY", without the per-source limit for "no door".
+        Returns the port it listens on."""
         with open(os.path.join(TOP, "docs", "haproxy.cfg")) as f:
             text = f.read()
         port = free_port()
         text = re.sub(r"(?m)^    bind :80$", f"    bind 127.0.0.1:{port}", text)
-        text = re.sub(r"(?m)^    server web1 \S+$", f"    server web1 127.0.0.1:{backend}", text)
+        text = re.sub(r"(?m)^    server web1 \S+$",
+                      f"    server web1 127.0.0.1:{backend} source {BALANCER}", text)
         text = re.sub(r"(?m)^    server web2 \S+\n", "", text)
         text = text.replace("uri / ", "uri /1k.bin ")
         if "no PROXY" in self.config.balancer:
             text = text.replace(" send-proxy-v2", "")
+        if "no door" in self.config.balancer:
+            text, n = re.subn(r"(?m)^    tcp-request connection reject .*\n", "", text)
+            assert n == 1, "docs/haproxy.cfg: no per-source limit to drop"
         conf = os.path.join(self.session.tmp, f"{tag}.haproxy.cfg")
         with open(conf, "w") as f:
             f.write(text)
@@ -200,7 +211,7 @@ class Server:
                *(("--send-buffer", "off") if c.scheduler == "fifo" else ()), *c.flags,
                "--file-cache", "on" if c.cache else "off",
                "--loop-reads", "on" if c.loop else "off",
-               *(("--proxy-protocol-from", "127.0.0.1")
+               *(("--proxy-protocol-from", BALANCER)
                  if c.balancer and "no PROXY" not in c.balancer else ())]
         return cmd, None, self.logpath, None
 
