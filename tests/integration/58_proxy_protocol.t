@@ -11,8 +11,12 @@
 # one piece or a byte at a time, are refused and counted while the server
 # keeps serving. Counters and addresses, never timings.
 #
+# Then the same through nginx's stream proxy, which speaks version 1.
+#
 # The haproxy part is skipped when haproxy is not installed, unless
-# UNCLOG_REQUIRE_HAPROXY=1 (CI installs it).
+# UNCLOG_REQUIRE_HAPROXY=1, and the nginx part without nginx's stream
+# module (libnginx-mod-stream), unless UNCLOG_REQUIRE_NGINX_STREAM=1 (CI
+# installs both).
 import json
 import os
 import re
@@ -238,8 +242,66 @@ def test_hog_behind_balancer(haproxy):
             ok(lb.stop(), "haproxy stops cleanly")
 
 
+# ---- behind nginx's stream proxy, which sends version 1 ----------------------
+
+NGINX_STREAM = "/usr/lib/nginx/modules/ngx_stream_module.so"  # Debian's libnginx-mod-stream
+
+
+class NginxStream(Balancer):
+    """nginx's stream module (TCP) with proxy_protocol on in front of BACKEND:
+    one process, its files in TMP."""
+
+    def __init__(self, nginx, tmp, backend):
+        self.port = free_port()
+        home = os.path.join(tmp, "nginx")
+        os.makedirs(home, exist_ok=True)
+        self.path = os.path.join(home, "nginx.conf")
+        with open(self.path, "w") as f:
+            f.write("load_module %s;\n"
+                    "daemon off;\nmaster_process off;\npid %s/nginx.pid;\n"
+                    "error_log %s/error.log;\nevents {}\n"
+                    "stream {\n    server {\n        listen 127.0.0.1:%d;\n"
+                    "        proxy_pass 127.0.0.1:%d;\n        proxy_protocol on;\n    }\n}\n"
+                    % (NGINX_STREAM, home, home, self.port, backend))
+        self.log = open(os.path.join(home, "stderr.log"), "wb")
+        self.proc = subprocess.Popen([nginx, "-p", home, "-e", os.path.join(home, "error.log"),
+                                      "-c", self.path], stdin=subprocess.DEVNULL,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+
+
+def test_nginx_stream(nginx):
+    conf = {"proxy_protocol_from": BALANCER}
+    with Server(files=FILES, conf=conf) as srv:
+        lb = NginxStream(nginx, srv.tmp, srv.port)
+        try:
+            ok(poll(lb.up, 20), "nginx's stream proxy (proxy_protocol on: version 1) serves")
+            with lb.conn(OTHER) as c:
+                for _ in range(3):
+                    is_(c.roundtrip("GET", "/x.txt").status, 200, "a request from %s" % OTHER)
+                resp = c.roundtrip("GET", "/stats")
+                is_(resp.status, 200, "/stats answers %s through nginx" % OTHER)
+                st = json.loads(resp.body)["connections"]
+                clients = [row["client"] for row in st["top_clients"].values()]
+                ok(OTHER in clients and BALANCER not in clients,
+                   "/stats' top clients show %s, not nginx" % OTHER, clients)
+                ok(st["proxy_protocol"]["clients"] >= 2, "each connection's header counted")
+        finally:
+            ok(lb.stop(), "nginx stops cleanly")
+    is_(access_clients(srv, "/x.txt"), [CLIENT, OTHER],
+        "the access log shows the clients' addresses, not nginx's")
+
+
 def main():
     test_header_rules()
+    nginx = shutil.which("nginx") or (os.path.exists("/usr/sbin/nginx") and "/usr/sbin/nginx")
+    if nginx and os.path.exists(NGINX_STREAM):
+        test_nginx_stream(nginx)
+    elif os.environ.get("UNCLOG_REQUIRE_NGINX_STREAM") == "1":
+        ok(False, "nginx's stream module is installed (UNCLOG_REQUIRE_NGINX_STREAM=1)",
+           "apt-get install libnginx-mod-stream")
+    else:
+        skip_test("the real client behind nginx's stream proxy",
+                  "nginx or its stream module (libnginx-mod-stream) is not installed")
     haproxy = shutil.which("haproxy") or (os.path.exists("/usr/sbin/haproxy") and
                                           "/usr/sbin/haproxy")
     if not haproxy:
