@@ -473,6 +473,10 @@ static void conn_on_timer(uv_timer_t *timer)
         resume(c);
         if (c->state >= CONN_CLOSING)
             return;
+        if (c->input_ended && wants_input(c)) {
+            close_conn(c, false); /* the body is in; its end had come (follow_input) */
+            return;
+        }
     } else if (awaits_head(c) && !c->head_late) {
         c->head_late = true; /* woken early in arm_state */
         follow_input(c);
