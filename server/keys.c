@@ -100,10 +100,10 @@ static const struct config_key core_keys[] = {
     {"body_max_time", CONFIG_MS, CONFIG_FIELD(struct config, body_max_time), 1, 3600000, "600s",
      "TIME", "longest time a whole request body may take, from the end of its head (408 beyond)",
      CONFIG_RELOAD, NULL},
-    {"min_rate", CONFIG_SIZE, CONFIG_FIELD(struct config, min_rate), 0, GIB, "1k", "SIZE",
+    {"min_rate", CONFIG_SIZE, CONFIG_FIELD(struct config, min_rate), 0, GIB, "1k", "SIZE|off",
      "bytes per second a request body or response moves (over 4 s windows, while waiting on the "
      "client) below which it is slow: at max_connections the top client's slow connections "
-     "give way before its busy ones; 0: off",
+     "give way before its busy ones; off: none is slow",
      CONFIG_RELOAD, NULL},
     {"keepalive_timeout", CONFIG_MS, CONFIG_FIELD(struct config, keepalive_timeout), 1, 3600000,
      "5s", "TIME", "idle time allowed between requests on a connection", CONFIG_RELOAD, NULL},
