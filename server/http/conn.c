@@ -461,22 +461,26 @@ static void time_out(struct conn *c)
     }
 }
 
+/* Closes C if its end of input came while it read ahead and its state now
+ * reads (follow_input armed the timer for it); says whether it did. */
+static bool closed_at_end(struct conn *c)
+{
+    if (!c->input_ended || !wants_input(c))
+        return false;
+    close_conn(c, false);
+    return true;
+}
+
 static void conn_on_timer(uv_timer_t *timer)
 {
     struct conn *c = timer->data;
-    if (c->input_ended && wants_input(c)) {
-        close_conn(c, false); /* the client is done (follow_input) */
+    if (closed_at_end(c))
         return;
-    }
     if (c->resume_due) {
         c->resume_due = false;
         resume(c);
-        if (c->state >= CONN_CLOSING)
+        if (c->state >= CONN_CLOSING || closed_at_end(c))
             return;
-        if (c->input_ended && wants_input(c)) {
-            close_conn(c, false); /* the body is in; its end had come (follow_input) */
-            return;
-        }
     } else if (awaits_head(c) && !c->head_late) {
         c->head_late = true; /* woken early in arm_state */
         follow_input(c);
