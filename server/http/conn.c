@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 static void conn_on_timer(uv_timer_t *timer);
-static void arm_timer(struct conn *c, uint64_t delay_ms);
 static void resume(struct conn *c);
 static void turn_leave(struct conn *c);
 static void turns_on_idle(uv_idle_t *idle);
@@ -119,11 +118,8 @@ static bool rated(const struct conn *c)
  * or for it to take the bytes queued on its socket. */
 static bool waits_on_client(const struct conn *c)
 {
-    /* Input waits for its turn or its window; but an answer going out waits
-     * on its client even while the next request waits in in[] (pipelined,
-     * or read ahead). */
-    if (c->in_len > 0 && c->state != CONN_SEND)
-        return false;
+    if (c->in_len > 0)
+        return false; /* input waits for its turn or its window */
     if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN)
         return true;
     return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp) > 0;
@@ -168,42 +164,13 @@ static void place(struct conn *c)
         clients_set_class(c->env->clients, &c->client, class);
 }
 
-static bool parsing(const struct conn *c);
-
-/* How much of in[] holds input: from its start to the end of what waits. */
-static size_t in_used(const struct conn *c)
-{
-    return c->in_len > 0 ? c->in_off + c->in_len : 0;
-}
-
-/* Whether reading may stay on although the state takes no input now: while
- * a response goes out, or while a request (not a streamed body) waits in
- * in[] to be parsed, for its client's turn or for the answer before it.
- * Whatever comes meanwhile is added to in[] until it is full. A client that
- * sends its next request as the last answer arrives then costs no stop and
- * restart of reading per request (in libuv, two epoll_ctl calls), and one
- * that pipelines fills in[] once and waits. */
-static bool reads_ahead(const struct conn *c)
-{
-    if (c->proxy_wait || in_used(c) >= sizeof c->in)
-        return false;
-    return c->state == CONN_SEND || (c->in_len > 0 && parsing(c) && !streaming(c));
-}
-
 /* Starts or stops reading to match the state and the buffer, and places C
- * among its client's connections. An end of input that came while reading
- * ahead counts once the state reads again. */
+ * among its client's connections. */
 static void follow_input(struct conn *c)
 {
     place(c);
     bool want = wants_input(c);
-    if (want && c->input_ended) {
-        /* The end closes as its read would have: from the loop, once what
-         * called us (a parse, an answer's end) is through. */
-        arm_timer(c, 0);
-        return;
-    }
-    if (want == c->reading || (!want && reads_ahead(c)))
+    if (want == c->reading)
         return;
     if (!want) {
         uv_read_stop((uv_stream_t *)&c->tcp);
@@ -461,25 +428,13 @@ static void time_out(struct conn *c)
     }
 }
 
-/* Closes C if its end of input came while it read ahead and its state now
- * reads (follow_input armed the timer for it); says whether it did. */
-static bool closed_at_end(struct conn *c)
-{
-    if (!c->input_ended || !wants_input(c))
-        return false;
-    close_conn(c, false);
-    return true;
-}
-
 static void conn_on_timer(uv_timer_t *timer)
 {
     struct conn *c = timer->data;
-    if (closed_at_end(c))
-        return;
     if (c->resume_due) {
         c->resume_due = false;
         resume(c);
-        if (c->state >= CONN_CLOSING || closed_at_end(c))
+        if (c->state >= CONN_CLOSING)
             return;
     } else if (awaits_head(c) && !c->head_late) {
         c->head_late = true; /* woken early in arm_state */
@@ -504,10 +459,8 @@ static void conn_on_timer(uv_timer_t *timer)
 static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf)
 {
     struct conn *c = container_of(handle, struct conn, tcp);
-    /* After what waits, when reading ahead; follow_input stops reading
-     * before in[] is full. */
-    size_t used = in_used(c);
-    *buf = uv_buf_init(c->in + used, (unsigned)(sizeof c->in - used));
+    /* Reading runs only when every earlier byte has been parsed. */
+    *buf = uv_buf_init(c->in, sizeof c->in);
 }
 
 /* ---- the PROXY protocol ---------------------------------------------------- */
@@ -596,12 +549,6 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     }
     if (nread == 0)
         return;
-    if (nread == UV_EOF && !wants_input(c)) {
-        uv_read_stop(stream); /* reading ahead (follow_input): the end waits its turn */
-        c->reading = false;
-        c->input_ended = true;
-        return;
-    }
     if (nread < 0) {
         if (c->proxy_wait && c->proxy_len > 0) {
             c->env->proxy.truncated++;
@@ -610,16 +557,12 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
         close_conn(c, false); /* EOF or reset: nothing half-parsed is worth an answer */
         return;
     }
-    if (c->in_len > 0) {
-        c->in_len += (size_t)nread; /* read ahead, after what waits */
-    } else {
-        c->in_off = 0;
-        c->in_len = (size_t)nread;
-        if (c->proxy_peer && c->proxy_wait && !take_proxy_header(c))
-            return;
-        if (!c->proxy_peer)
-            sniff_first(c);
-    }
+    c->in_off = 0;
+    c->in_len = (size_t)nread;
+    if (c->proxy_peer && c->proxy_wait && !take_proxy_header(c))
+        return;
+    if (!c->proxy_peer)
+        sniff_first(c);
     if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN) {
         uint64_t now = uv_now(c->env->loop);
         c->deadline = body_deadline(c, now);
@@ -627,8 +570,6 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     }
     place(c); /* a request came, or more of it */
     resume(c);
-    if (c->state < CONN_CLOSING)
-        follow_input(c); /* reading ahead stops before in[] is full */
 }
 
 /* Hands the request to its route: it answers now or later, or returns a
@@ -1008,8 +949,7 @@ static void finish(struct conn *c)
 static void conn_on_write(uv_write_t *req, int status)
 {
     struct conn *c = container_of(req, struct conn, write_req);
-    /* Closing already (a reset read while the answer went out): libuv
-     * still reports a write that had completed, with 0. */
+    /* Closing already: libuv still reports a write that had completed, with 0. */
     if (status < 0 || c->state >= CONN_CLOSING)
         close_conn(c, false);
     else

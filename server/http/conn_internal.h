@@ -144,10 +144,6 @@ struct conn {
     /* Not state: whether libuv reads now (it refuses a second start), which
      * follows the state and whether in[] is spent. */
     bool reading;
-    /* The client's end of input came while reading ahead (an answer going
-     * out, or a request waiting in in[]): the connection closes once the
-     * state reads again. */
-    bool input_ended;
     /* Not state: a window opened on buffered input inside a pump callback,
      * where llhttp cannot be re-entered; the timer resumes parsing at once. */
     bool resume_due;
