@@ -615,66 +615,52 @@ static size_t first_piece(struct server *srv, const struct files_config *cfg, ui
     return budget_try(env->budget, flow, piece) ? piece : 0;
 }
 
-/* Opens J's file on the loop if its path is all in the dcache, with the
- * pool's rules: beneath the root, a symlink followed only while it stays
- * there, none at the end (the pool decides those), no FIFO waited for.
- * Returns the fd, or -1: the pool opens it (an error is the pool's to
+/* Answers J on the loop when its file is in the page cache: opened there
+ * (or found open by an earlier request in the same turn: pump_loop_open),
+ * with the pool's rules: beneath the root, a symlink followed only while
+ * it stays there, none at the end (the pool decides those), no FIFO waited
+ * for; and its body read there if it fits the first piece (a larger one
+ * goes to the pump, which reads it on the pool). Returns true when it
+ * answered; else the pool opens the file (an error is the pool's to
  * answer, with its status and log line). */
-static int open_on_loop(struct server *srv, const struct open_job *j)
-{
-    struct pump_sender *snd = server_pump_env(srv)->sender;
-    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
-                           .resolve = RESOLVE_CACHED | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    long fd = syscall(SYS_openat2, state_of(srv)->root_fd, j->relative, &how, sizeof how);
-    if (fd < 0 && errno == EAGAIN)
-        pump_loop_fallback(snd, PUMP_OPEN_WOULD_BLOCK);
-    else if (fd < 0 && (errno == ENOSYS || errno == EINVAL || errno == E2BIG))
-        pump_loop_fallback(snd, PUMP_UNSUPPORTED);
-    return fd < 0 ? -1 : (int)fd;
-}
-
-/* Answers J on the loop when its file is in the page cache: opened there,
- * and its body read there if it fits the first piece (a larger one goes to
- * the pump, which reads it on the pool). Returns true when it answered. */
 static bool serve_on_loop(struct conn *c, struct open_job *j, const struct request *req,
                           const struct files_config *cfg)
 {
     struct server *srv = conn_server(c);
     struct files_state *st = state_of(srv);
-    struct file f = {.fd = open_on_loop(srv, j), .gz_fd = -1};
-    if (f.fd < 0)
-        return false;
-    /* fstat of an open file reads its inode, already in memory. A file the
-     * cache would take without evicting goes to the pool, which fills it;
-     * once the cache is full, a miss read here costs less than a crossing
-     * that would only evict another entry (a flood over more files than it
-     * holds would otherwise cross the pool for every one). */
-    if (fstat(f.fd, &f.st) < 0 || !S_ISREG(f.st.st_mode) ||
-        cache_has_room(file_cache(srv), (size_t)f.st.st_size))
-        goto fail_close; /* the pool's: a status to decide, or a cache to fill */
-    size_t size = (size_t)f.st.st_size;
     struct pump_env *env = server_pump_env(srv);
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
+                           .resolve = RESOLVE_CACHED | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    struct file f = {.gz_fd = -1};
+    /* The turn's fd: not closed here, kept (pump_loop_keep) if the
+     * response reads it later. */
+    int fd = pump_loop_open(env->sender, st->root_fd, j->relative, &how, &f.st);
+    /* A file the cache would take without evicting goes to the pool, which
+     * fills it; once the cache is full, a miss read here costs less than a
+     * crossing that would only evict another entry (a flood over more
+     * files than it holds would otherwise cross the pool for every one). */
+    if (fd < 0 || !S_ISREG(f.st.st_mode) || cache_has_room(file_cache(srv), (size_t)f.st.st_size))
+        return false; /* the pool's: a status to decide, or a cache to fill */
+    size_t size = (size_t)f.st.st_size;
     size_t first = pump_piece(&env->partition, false, cfg->file_cache_max_file, false);
     if (req->method == HTTP_GET && size <= first && size > 0) {
         if (size > st->scratch_cap) {
             char *grown = realloc(st->scratch, size);
             if (grown == NULL)
-                goto fail_close;
+                return false;
             st->scratch = grown;
             st->scratch_cap = size;
         }
-        if (!pump_loop_read(env->sender, f.fd, st->scratch, size))
-            goto fail_close;
+        if (!pump_loop_read(env->sender, fd, st->scratch, size))
+            return false;
         f.body = st->scratch;
-        close(f.fd);
         f.fd = -1;
+    } else {
+        f.fd = pump_loop_keep(env->sender, fd); /* the response's: send_file takes it */
     }
     send_file(c, &f, mime_type(j->path));
     drop(&f.fd);
     return true;
-fail_close:
-    close(f.fd);
-    return false;
 }
 
 static int files_on_request(struct conn *c, const struct request *req)

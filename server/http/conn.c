@@ -173,6 +173,12 @@ static void follow_input(struct conn *c)
     if (want == c->reading)
         return;
     if (!want) {
+        /* Not yet inside dispatch: its answer may go out at once. Nor while
+         * its input waits for its turn: the client has no more to say
+         * before its answer, and anything it sends stops reading then
+         * (conn_on_alloc). Either way the poll's interest stays as it is. */
+        if (c->answering || c->turn.queued)
+            return;
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = false;
     } else if (uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read) == 0) {
@@ -364,6 +370,7 @@ void conn_evict(struct client_link *l)
 }
 
 static void refuse(struct conn *c, const char *why);
+static void finish(struct conn *c, bool parse_next);
 
 void conn_stop_all(struct conn_env *env, bool force)
 {
@@ -459,8 +466,9 @@ static void conn_on_timer(uv_timer_t *timer)
 static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf)
 {
     struct conn *c = container_of(handle, struct conn, tcp);
-    /* Reading runs only when every earlier byte has been parsed. */
-    *buf = uv_buf_init(c->in, sizeof c->in);
+    /* Only when every earlier byte has been parsed; else none (UV_ENOBUFS):
+     * reading was left on by follow_input, and stops now. */
+    *buf = wants_input(c) ? uv_buf_init(c->in, sizeof c->in) : uv_buf_init(NULL, 0);
 }
 
 /* ---- the PROXY protocol ---------------------------------------------------- */
@@ -549,6 +557,11 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     }
     if (nread == 0)
         return;
+    if (nread == UV_ENOBUFS) {
+        uv_read_stop(stream); /* conn_on_alloc: input waits unparsed */
+        c->reading = false;
+        return;
+    }
     if (nread < 0) {
         if (c->proxy_wait && c->proxy_len > 0) {
             c->env->proxy.truncated++;
@@ -579,6 +592,7 @@ static void dispatch(struct conn *c)
     bool streams = conn__streams(c);
     if (streams)
         c->body_window = 0;
+    c->answering = true;
     enter(c, streams ? CONN_STREAM_SHUT : CONN_SEND);
     c->first_done = true;
     c->bytes = 0;
@@ -587,6 +601,13 @@ static void dispatch(struct conn *c)
     if (status >= 400) {
         drop_stream(c);
         conn_send_error(c, status, c->route->allow);
+    }
+    c->answering = false;
+    if (c->written_now) {
+        /* The whole answer went out here (issue_out): reading never
+         * stopped, and the parse loop goes on with the next request. */
+        c->written_now = false;
+        finish(c, false);
     }
 }
 
@@ -643,8 +664,10 @@ static void refuse_input(struct conn *c, const char *why)
 
 /* The one way into llhttp: parses the buffered input as far as the state
  * lets it, acting on each step, then reads on if the buffer is spent and
- * the state wants more. Only through resume, which keeps the turns. */
-static void parse_input(struct conn *c)
+ * the state wants more. Only through resume, which keeps the turns: true
+ * when a request was answered at once and more input waits, which asks
+ * for its own turn. */
+static bool parse_input(struct conn *c)
 {
     while (c->in_len > 0 && parsing(c)) {
         /* A streamed body goes in no faster than its route takes it. */
@@ -668,7 +691,7 @@ static void parse_input(struct conn *c)
         /* A route's on_body may have closed C (its pump failed to start a
          * job): nothing more to parse, nobody to answer. */
         if (c->state >= CONN_CLOSING)
-            return;
+            return false;
         size_t used = len;
         if (err == HPE_PAUSED) {
             /* At the end of a request, a streaming route's head or a
@@ -691,19 +714,24 @@ static void parse_input(struct conn *c)
         advance(c);
         if (err == HPE_PAUSED && !ended)
             llhttp_resume(&c->parser); /* the body follows; finish() resumes after the end */
+        if (ended && c->state == CONN_IDLE && c->in_len > 0)
+            return true; /* answered at once; the input after it is kept */
     }
     if (c->state < CONN_CLOSING)
         follow_input(c);
+    return false;
 }
 
 /* ---- turns: the loop's time, shared by client (turns.h) ------------------- */
 
-/* Parses C's input now, its time charged to its client's turn. */
-static void run_turn(struct conn *c, struct conn_turns *ct)
+/* Parses C's input now, its time charged to its client's turn; says
+ * whether more waits (parse_input). */
+static bool run_turn(struct conn *c, struct conn_turns *ct)
 {
     uint64_t flow = c->flow, t0 = uv_hrtime();
-    parse_input(c);
+    bool again = parse_input(c);
     turns_charge(&ct->policy, flow, uv_hrtime() - t0);
+    return again;
 }
 
 static void turn_leave(struct conn *c)
@@ -720,20 +748,24 @@ static void turn_wait(struct conn *c, struct conn_turns *ct)
 }
 
 /* Input to parse: now if its client has time left in this turn, else it
- * waits for a later turn, after those waiting already. */
+ * waits for a later turn, after those waiting already. Each request
+ * answered at once asks again for the input after it. */
 static void resume(struct conn *c)
 {
     struct conn_turns *ct = c->env->turns;
-    if (ct == NULL || ct->policy.share_ns == 0 || c->in_len == 0 || !parsing(c)) {
-        parse_input(c);
-        return;
-    }
-    if (c->turn.queued)
-        return; /* it waits already; its turn resumes it */
-    if (turns_admit(&ct->policy, c->flow, false))
-        run_turn(c, ct);
-    else
-        turn_wait(c, ct);
+    bool again;
+    do {
+        if (ct == NULL || ct->policy.share_ns == 0 || c->in_len == 0 || !parsing(c)) {
+            again = parse_input(c);
+        } else if (c->turn.queued) {
+            return; /* it waits already; its turn resumes it */
+        } else if (turns_admit(&ct->policy, c->flow, false)) {
+            again = run_turn(c, ct);
+        } else {
+            turn_wait(c, ct);
+            return;
+        }
+    } while (again);
 }
 
 /* A turn begins after each poll. */
@@ -755,7 +787,9 @@ static void turns_on_idle(uv_idle_t *idle)
     while ((node = turns_next_waiting(&ct->policy)) != NULL) {
         /* Its state may have moved on meanwhile (a timeout): then it only
          * reads on. */
-        run_turn(container_of(node, struct conn, turn), ct);
+        struct conn *c = container_of(node, struct conn, turn);
+        if (run_turn(c, ct))
+            resume(c);
     }
     if (turns_waiting(&ct->policy) == 0)
         uv_idle_stop(&ct->idle);
@@ -922,8 +956,9 @@ static void linger(struct conn *c)
     enter(c, CONN_LINGER);
 }
 
-/* The response has been handed to the socket in full. */
-static void finish(struct conn *c)
+/* The response has been handed to the socket in full; PARSE_NEXT: parse
+ * what input waits (else the caller's parse loop goes on). */
+static void finish(struct conn *c, bool parse_next)
 {
     struct conn_env *env = c->env;
     const char *method = c->req.target ? llhttp_method_name(c->req.method) : "-";
@@ -943,7 +978,8 @@ static void finish(struct conn *c)
     }
     enter(c, CONN_IDLE);
     llhttp_resume(&c->parser);
-    resume(c);
+    if (parse_next)
+        resume(c);
 }
 
 static void conn_on_write(uv_write_t *req, int status)
@@ -953,19 +989,43 @@ static void conn_on_write(uv_write_t *req, int status)
     if (status < 0 || c->state >= CONN_CLOSING)
         close_conn(c, false);
     else
-        finish(c);
+        finish(c, true);
 }
 
-/* Hands the head and the c->bytes of body[] to the socket. */
+/* Hands the head and the c->bytes of body[] to the socket. Inside
+ * dispatch it first tries to write them at once: an answer that goes out
+ * whole then ends there (written_now), with no write request, callback or
+ * change to what the loop polls for; the rest of one that does not is
+ * queued as any write. */
 static void issue_out(struct conn *c)
 {
     size_t len = c->bytes;
     uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_out.len),
                         uv_buf_init(c->body, (unsigned)len)};
+    uv_buf_t *out = bufs;
+    unsigned n = len ? 2 : 1;
     client_meter_add(&c->meter, len, uv_now(c->env->loop));
     *c->env->pump->bytes_sent += len;
     clients_sent(c->env->clients, c->flow, len, uv_now(c->env->loop));
-    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, bufs, len ? 2 : 1, conn_on_write) < 0)
+    if (c->answering) {
+        int w = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
+        if (w < 0 && w != UV_EAGAIN) {
+            close_conn(c, false);
+            return;
+        }
+        size_t done = w > 0 ? (size_t)w : 0;
+        for (; n > 0 && done >= out->len; out++, n--)
+            done -= out->len;
+        if (n == 0) {
+            c->written_now = true;
+            if (c->env->pump->sender != NULL)
+                c->env->pump->sender->whole_at_once++;
+            return;
+        }
+        out->base += done;
+        out->len -= done;
+    }
+    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, out, n, conn_on_write) < 0)
         close_conn(c, false);
 }
 
@@ -1075,7 +1135,7 @@ static void conn_on_pump_done(struct pump *pump, int status)
     } else if (status < 0 || c->state >= CONN_CLOSING) {
         close_conn(c, false);
     } else {
-        finish(c);
+        finish(c, true);
     }
     maybe_free(c);
 }

@@ -147,6 +147,10 @@ struct conn {
     /* Not state: a window opened on buffered input inside a pump callback,
      * where llhttp cannot be re-entered; the timer resumes parsing at once. */
     bool resume_due;
+    /* Not state: inside dispatch, whose answer may go out whole at once
+     * (uv_try_write): reading stops only once it did not (follow_input),
+     * and written_now says it did: finish runs when dispatch returns. */
+    bool answering, written_now;
     /* NEW, HEAD: the request head is late (CONN_LATE_PART), so the
      * connection may give way to another client's newcomer as an idle one. */
     bool head_late;

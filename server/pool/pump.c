@@ -6,6 +6,7 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -461,11 +462,20 @@ void pump_stop(struct pump *pump)
 
 /* A turn begins after each poll: the writes that wait get theirs, as far
  * as it goes. */
+/* The turn's files are closed: the next turn opens them anew. */
+static void close_turn_opens(struct pump_loop_reads *r)
+{
+    for (unsigned i = 0; i < r->n_opens; i++)
+        close(r->opens[i].fd);
+    r->n_opens = r->next_open = 0;
+}
+
 static void sender_on_check(uv_check_t *check)
 {
     struct pump_sender *snd = container_of(check, struct pump_sender, check);
-    bool wrote = snd->share.turn_used > 0 || snd->reads.used > 0;
+    bool wrote = snd->share.turn_used > 0 || snd->reads.used > 0 || snd->reads.n_opens > 0;
     snd->reads.used = 0;
+    close_turn_opens(&snd->reads);
     share_turn(&snd->share);
     struct share_item *item;
     while ((item = share_next(&snd->share)) != NULL) {
@@ -515,6 +525,64 @@ bool pump_loop_reads_probe(const char *dir)
 void pump_loop_fallback(struct pump_sender *snd, enum pump_fallback why)
 {
     snd->reads.fallbacks[why]++;
+}
+
+int pump_loop_keep(struct pump_sender *snd, int fd)
+{
+    struct pump_loop_reads *r = &snd->reads;
+    for (unsigned i = 0; i < r->n_opens; i++) {
+        if (r->opens[i].fd == fd) {
+            r->opens[i] = r->opens[--r->n_opens]; /* forgotten, not closed */
+            r->next_open = 0;
+            break;
+        }
+    }
+    return fd;
+}
+
+int pump_loop_open(struct pump_sender *snd, int dir, const char *path, const struct open_how *how,
+                   struct stat *st)
+{
+    struct pump_loop_reads *r = &snd->reads;
+    size_t len = strlen(path);
+    if (len >= PATH_MAX)
+        return -1;
+    for (unsigned i = 0; i < r->n_opens; i++) {
+        struct pump_turn_open *o = &r->opens[i];
+        if (o->dir == dir && strcmp(o->path, path) == 0) {
+            r->opens_shared++;
+            *st = o->st;
+            return o->fd;
+        }
+    }
+    long fd = syscall(SYS_openat2, dir, path, how, sizeof *how);
+    if (fd < 0) {
+        if (errno == EAGAIN)
+            pump_loop_fallback(snd, PUMP_OPEN_WOULD_BLOCK);
+        else if (errno == ENOSYS || errno == EINVAL || errno == E2BIG)
+            pump_loop_fallback(snd, PUMP_UNSUPPORTED);
+        return -1;
+    }
+    /* fstat of an open file reads its inode, already in memory. */
+    if (fstat((int)fd, st) < 0) {
+        close((int)fd);
+        return -1;
+    }
+    struct pump_turn_open *o;
+    if (r->n_opens < PUMP_TURN_OPENS) {
+        o = &r->opens[r->n_opens++];
+    } else {
+        /* All in use: the oldest goes (no caller holds one past its call). */
+        o = &r->opens[r->next_open];
+        r->next_open = (r->next_open + 1) % PUMP_TURN_OPENS;
+        close(o->fd);
+    }
+    o->dir = dir;
+    o->fd = (int)fd;
+    o->st = *st;
+    memcpy(o->path, path, len + 1);
+    uv_check_start(&snd->check, sender_on_check); /* which closes it */
+    return (int)fd;
 }
 
 bool pump_loop_read(struct pump_sender *snd, int fd, char *buf, size_t len)
@@ -567,6 +635,7 @@ void pump_sender_close(struct pump_sender *snd)
     if (snd->closing)
         return;
     snd->closing = true;
+    close_turn_opens(&snd->reads);
     uv_close((uv_handle_t *)&snd->check, NULL);
     uv_close((uv_handle_t *)&snd->idle, NULL);
 }
@@ -583,6 +652,12 @@ static const struct snap_def send_at_once_def = {
     .kind = SNAP_COUNTER,
     .help =
         "Response writes handed to the kernel as they came: nothing waited, the turn had room."};
+static const struct snap_def send_whole_def = {
+    .key = "whole_at_once",
+    .metric = "unclog_send_whole_at_once_total",
+    .kind = SNAP_COUNTER,
+    .help = "Answers from memory that the kernel took whole as the request was dispatched: no "
+            "write request, no pause in reading the connection."};
 static const struct snap_def send_deferred_def = {
     .key = "deferred",
     .metric = "unclog_send_writes_deferred_total",
@@ -631,6 +706,12 @@ static const struct snap_def loop_bytes_def = {.key = "bytes",
                                                .kind = SNAP_COUNTER,
                                                .help =
                                                    "Bytes read on the loop from the page cache."};
+static const struct snap_def loop_shared_def = {
+    .key = "opens_shared",
+    .metric = "unclog_loop_read_opens_shared_total",
+    .kind = SNAP_COUNTER,
+    .help = "Requests on the loop that found their file opened already in the same turn of the "
+            "loop, by another request: no open, no fstat."};
 static const struct snap_def loop_fallback_def = {
     .key = "count",
     .metric = "unclog_loop_read_fallbacks_total",
@@ -645,6 +726,7 @@ static void loop_reads_stats(const struct pump_loop_reads *r, struct snapshot *s
     snap_add(s, &loop_on_def, r->on);
     snap_add(s, &loop_served_def, r->served);
     snap_add(s, &loop_bytes_def, r->bytes);
+    snap_add(s, &loop_shared_def, r->opens_shared);
     snap_open(s, "fallbacks", NULL);
     for (int i = 0; i < PUMP_FALLBACKS; i++) {
         snap_open(s, fallback_names[i], "reason");
@@ -661,6 +743,7 @@ void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s)
     snap_open(s, "send", NULL);
     snap_add(s, &send_turn_def, sh->turn_bytes);
     snap_add(s, &send_at_once_def, sh->counters.at_once);
+    snap_add(s, &send_whole_def, snd->whole_at_once);
     snap_add(s, &send_deferred_def, sh->counters.deferred);
     snap_add(s, &send_contended_def, sh->counters.contended);
     snap_add(s, &send_turns_def, sh->counters.turns);

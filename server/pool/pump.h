@@ -3,6 +3,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "server/pool/budget.h"
@@ -116,14 +118,29 @@ enum pump_fallback {
     PUMP_FALLBACKS
 };
 
+/* A file opened on the loop in this turn: its fd and fstat serve every
+ * request for the same path until the turn ends, when it is closed. */
+#define PUMP_TURN_OPENS 8
+struct pump_turn_open {
+    int dir, fd;
+    struct stat st;
+    char path[PATH_MAX];
+};
+
 /* Reads on the loop of data already in the page cache: they cannot block
  * (they fail with EAGAIN instead), and a turn of the loop reads at most
- * send_turn bytes so (the read that crosses it goes, as a write does). */
+ * send_turn bytes so (the read that crosses it goes, as a write does). The
+ * files opened in a turn stay open for the rest of it: the requests one
+ * poll brought for the same file are served as if they came at the same
+ * instant, with one open, and a file replaced on disk is seen at the next
+ * turn. */
 struct pump_loop_reads {
     bool supported; /* the kernel has openat2(RESOLVE_CACHED): probed at start */
     bool on;        /* supported, and loop_reads is on */
     size_t used;    /* bytes read on the loop in this turn */
-    uint64_t served, bytes, fallbacks[PUMP_FALLBACKS];
+    struct pump_turn_open opens[PUMP_TURN_OPENS];
+    unsigned n_opens, next_open; /* opens[] in use; the next to reuse once all are */
+    uint64_t served, bytes, opens_shared, fallbacks[PUMP_FALLBACKS];
 };
 
 /* The loop's writes, shared by client (server/pool/share.h): owns the
@@ -134,6 +151,7 @@ struct pump_loop_reads {
 struct pump_sender {
     struct share share;
     struct pump_loop_reads reads; /* counted by the same turns */
+    uint64_t whole_at_once;       /* answers written whole at once (conn.c's issue_out) */
     uv_check_t check;
     uv_idle_t idle;
     bool closing;
@@ -171,6 +189,20 @@ bool pump_loop_reads_probe(const char *dir);
  * true when it did; else false, the fallback counted, and the pool must
  * read. */
 bool pump_loop_read(struct pump_sender *snd, int fd, char *buf, size_t len);
+
+/* Loop thread: opens PATH under DIR as HOW says (which must include
+ * RESOLVE_CACHED) and fstats it into *ST, or finds it open already in this
+ * turn. Returns the fd, the turn's: valid until the turn ends or the next
+ * call, not to be closed (pump_loop_keep takes it for longer); or -1: the
+ * pool opens it, the fallback counted when the open would block or the
+ * kernel lacks the flags. */
+struct open_how;
+int pump_loop_open(struct pump_sender *snd, int dir, const char *path, const struct open_how *how,
+                   struct stat *st);
+
+/* Loop thread: FD, from pump_loop_open, is the caller's now, to close; the
+ * turn forgets it (a later request in the turn opens the file again). */
+int pump_loop_keep(struct pump_sender *snd, int fd);
 
 /* Loop thread: counts a fallback to the pool for WHY. */
 void pump_loop_fallback(struct pump_sender *snd, enum pump_fallback why);

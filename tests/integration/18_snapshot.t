@@ -102,6 +102,7 @@ RULES = [
     ("memory.waited_ms_total", lambda: num("unclog_buffer_memory_wait_seconds_total", MS)),
     ("send.turn_bytes", lambda: num("unclog_send_turn_bytes")),
     ("send.at_once", lambda: num("unclog_send_writes_at_once_total")),
+    ("send.whole_at_once", lambda: num("unclog_send_whole_at_once_total")),
     ("send.deferred", lambda: num("unclog_send_writes_deferred_total")),
     ("send.contended", lambda: num("unclog_send_writes_contended_total")),
     ("send.turns", lambda: num("unclog_send_turns_total")),
@@ -111,6 +112,7 @@ RULES = [
     ("loop_reads.on", lambda: num("unclog_loop_reads_on")),
     ("loop_reads.served", lambda: num("unclog_loop_reads_total")),
     ("loop_reads.bytes", lambda: num("unclog_loop_read_bytes_total")),
+    ("loop_reads.opens_shared", lambda: num("unclog_loop_read_opens_shared_total")),
     ("loop_reads.fallbacks.*.count",
      lambda r: num("unclog_loop_read_fallbacks_total", reason=r)),
     ("turns.share_us", lambda: num("unclog_turn_share_seconds", US)),
@@ -229,11 +231,11 @@ def family_of(name, families):
 
 def moved(path, stats_len):
     """How far a /stats counter moved before /metrics read it: the /stats answer
-    itself counts as a request, a 2xx of its route, its body's bytes and a
-    write the sender let go at once, and the /metrics request as a request
-    parsed at once."""
+    itself counts as a request, a 2xx of its route, its body's bytes, a
+    write the sender let go at once and an answer written whole, and the
+    /metrics request as a request parsed at once."""
     if path in (("requests",), ("responses", "/stats", "2xx"), ("turns", "at_once"),
-                ("send", "at_once")):
+                ("send", "at_once"), ("send", "whole_at_once")):
         return 1
     return stats_len if path == ("bytes_sent",) else 0
 

@@ -9,7 +9,7 @@
 # directory where /tmp is tmpfs: eviction does nothing there.
 import os
 
-from harness import KiB, Server, diag, is_, ok, random_bytes, run
+from harness import KiB, Server, diag, is_, ok, poll, random_bytes, run
 
 BODY = random_bytes(8 * KiB, 57)
 FILES = {"a.bin": BODY, "b.bin": BODY}
@@ -31,6 +31,88 @@ def evict(path):
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+def delta(before, after, *keys):
+    def get(st):
+        for k in keys:
+            st = st[k]
+        return st
+    return get(after) - get(before)
+
+
+def test_turn_opens():
+    """A file opened on the loop serves every request for it in the same
+    turn of the loop (pipelined, with no turn_share bound: answered in one
+    turn) with one open, and is closed when the turn ends: a file replaced
+    between two requests is seen by the second, and no fd is left open."""
+    big = random_bytes(200 * KiB, 58)  # beyond the first piece: the pump reads it
+    files = dict(FILES, **{"big.bin": big})
+    args = ARGS + ["--turn-share", "0"]
+    with Server(files=files, args=args, name="a turn's opens") as srv:
+        if not srv.stats()["loop_reads"]["on"]:
+            ok(True, "# SKIP the kernel lacks openat2 RESOLVE_CACHED")
+            return
+        for name in files:
+            srv.get("/" + name)  # the page cache and the dcache warm
+        fds = srv.fd_count()
+        before = srv.stats()
+        with srv.conn() as c:
+            c.send(b"GET /a.bin HTTP/1.1\r\nHost: x\r\n\r\n" * 3)
+            bodies = [c.read_response().body for _ in range(3)]
+        after = srv.stats()
+        is_(bodies, [BODY] * 3, "three pipelined GETs of one file: each body whole")
+        is_(delta(before, after, "loop_reads", "served"), 3, "all three read on the loop")
+        is_(delta(before, after, "loop_reads", "opens_shared"), 2,
+            "the file opened once: the two after the first found it open in the turn")
+        is_(total_jobs(after) - total_jobs(before), 0, "no pool job")
+
+        # Kept by the response that reads it on the pool: the turn forgets
+        # it, and the next request opens the file again.
+        before = srv.stats()
+        with srv.conn() as c:
+            c.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+            bodies = [c.read_response().body for _ in range(2)]
+        after = srv.stats()
+        ok(bodies == [big] * 2, "two pipelined GETs of a file the pump reads: each body whole")
+        is_(delta(before, after, "loop_reads", "opens_shared"), 0,
+            "the first response took its fd: the second opened the file again")
+
+        # A new file under the old name: the next turn opens it anew.
+        new = random_bytes(8 * KiB, 59)
+        tmp = srv.path("a.bin.new")
+        with open(tmp, "wb") as f:
+            f.write(new)
+        os.rename(tmp, srv.path("a.bin"))
+        got = srv.get("/a.bin").body
+        ok(got == new, "the file replaced on disk: the next request gets the new one")
+        ok(poll(lambda: srv.fd_count() <= fds), "no fd left open after the turns ended",
+           "fds before %d, now %d" % (fds, srv.fd_count()))
+
+
+def test_whole_at_once():
+    """An answer from memory that the kernel takes whole as the request is
+    dispatched ends there (send.whole_at_once); one that has to wait for
+    the pool does not."""
+    with Server(files=FILES, args=ARGS, name="whole at once") as srv:
+        if not srv.stats()["loop_reads"]["on"]:
+            ok(True, "# SKIP the kernel lacks openat2 RESOLVE_CACHED")
+            return
+        srv.get("/a.bin")
+        before = srv.stats()
+        with srv.conn() as c:
+            for _ in range(3):
+                is_(c.roundtrip("GET", "/a.bin").body, BODY, "a GET on a kept-alive connection")
+        after = srv.stats()
+        # The /stats answer that took `before` counts too, after it.
+        is_(delta(before, after, "send", "whole_at_once"), 3 + 1,
+            "each answer written whole as it was dispatched")
+    with Server(files=FILES, args=ARGS + ["--loop-reads", "off"], name="whole, pool") as srv:
+        before = srv.stats()
+        is_(srv.get("/a.bin").body, BODY, "a GET whose file the pool opens and reads")
+        after = srv.stats()
+        is_(delta(before, after, "send", "whole_at_once"), 0 + 1,
+            "written from the open's callback (only the /stats answer was whole at once)")
 
 
 def main():
@@ -87,6 +169,9 @@ def main():
         is_(after["loop_reads"]["served"] - before["loop_reads"]["served"], 1,
             "the miss is read on the loop")
         is_(after["file_cache"]["entries"], 2, "and evicts nothing")
+
+    test_turn_opens()
+    test_whole_at_once()
 
     with Server(files=FILES, args=ARGS + ["--loop-reads", "off"], name="loop reads off") as srv:
         is_(srv.stats()["loop_reads"]["on"], 0, "loop_reads = off: off")
