@@ -8,16 +8,31 @@ static const char days[7][4] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"}
 static const char months[12][4] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                    "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
 
+/* N's last WIDTH digits at OUT. */
+static void digits(char *out, int n, int width)
+{
+    for (int i = width - 1; i >= 0; i--, n /= 10)
+        out[i] = (char)('0' + n % 10);
+}
+
 void http_date_format(time_t t, char out[HTTP_DATE_LEN])
 {
     struct tm tm;
-    gmtime_r(&t, &tm);
-    /* strftime's %a and %b follow the locale; HTTP's names do not. */
+    /* A date HTTP cannot write (before year 0, after 9999): the epoch. */
+    if (gmtime_r(&t, &tm) == NULL || tm.tm_year < -1900 || tm.tm_year > 9999 - 1900) {
+        t = 0;
+        gmtime_r(&t, &tm);
+    }
+    /* By hand: strftime's %a and %b follow the locale, HTTP's names do not,
+     * and a file's Last-Modified is written for every response. */
+    memcpy(out, "Sun, 00 Jan 0000 00:00:00 GMT", HTTP_DATE_LEN);
     memcpy(out, days[tm.tm_wday], 3);
-    memcpy(out + 3, ", ", 2);
-    strftime(out + 5, HTTP_DATE_LEN - 5, "%d ", &tm);
+    digits(out + 5, tm.tm_mday, 2);
     memcpy(out + 8, months[tm.tm_mon], 3);
-    strftime(out + 11, HTTP_DATE_LEN - 11, " %Y %H:%M:%S GMT", &tm);
+    digits(out + 12, tm.tm_year + 1900, 4);
+    digits(out + 17, tm.tm_hour, 2);
+    digits(out + 20, tm.tm_min, 2);
+    digits(out + 23, tm.tm_sec, 2);
 }
 
 static int month_index(const char *name)

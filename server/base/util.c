@@ -32,6 +32,13 @@ void buf_printf(struct buf *b, const char *fmt, ...)
 
 void buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 {
+    /* No conversion (most of a response head's lines): copied as it is. */
+    size_t len = strcspn(fmt, "%");
+    if (fmt[len] == '\0' && b->data != NULL && len < b->cap - b->len) {
+        memcpy(b->data + b->len, fmt, len + 1);
+        b->len += len;
+        return;
+    }
     for (int attempt = 0; attempt < 2 && !b->failed; attempt++) {
         va_list copy;
         va_copy(copy, ap);

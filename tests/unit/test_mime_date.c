@@ -55,6 +55,26 @@ static void test_dates(void)
     is_str(buf, "Sun, 06 Nov 1994 08:49:37 GMT", "format");
     http_date_format(0, buf);
     is_str(buf, "Thu, 01 Jan 1970 00:00:00 GMT", "format epoch");
+    http_date_format(253402300799, buf);
+    is_str(buf, "Fri, 31 Dec 9999 23:59:59 GMT", "format the last second HTTP can write");
+    http_date_format(253402300800, buf);
+    is_str(buf, "Thu, 01 Jan 1970 00:00:00 GMT", "a later one: the epoch");
+    /* Written by hand: every field read back as strftime's would be. */
+    bool same = true;
+    for (time_t t = 0; t < 86400LL * 365 * 200 && same; t += 86400 * 37 + 3607) {
+        struct tm tm;
+        char day[8], rest[64];
+        gmtime_r(&t, &tm);
+        strftime(day, sizeof day, "%d", &tm);
+        strftime(rest, sizeof rest, " %Y %H:%M:%S GMT", &tm);
+        http_date_format(t, buf);
+        time_t back;
+        same = strncmp(buf + 5, day, 2) == 0 && strcmp(buf + 11, rest) == 0 &&
+               http_date_parse(buf, &back) && back == t;
+        if (!same)
+            printf("# %lld: %s, want %s ... %s\n", (long long)t, buf, day, rest);
+    }
+    ok(same, "formatted dates 1970-2170: as strftime's, and parsed back to the same second");
 
     static const struct {
         const char *text;
