@@ -550,6 +550,11 @@ static bool sent_unlisted_header(struct conn *c)
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = container_of(stream, struct conn, tcp);
+    if (nread == UV_ENOBUFS) {
+        uv_read_stop(stream); /* conn_on_alloc: input waits unparsed */
+        c->reading = false;
+        return;
+    }
     if (c->state == CONN_LINGER) {
         if (nread < 0)
             close_conn(c, false); /* the client is done: so are we */
@@ -557,11 +562,6 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     }
     if (nread == 0)
         return;
-    if (nread == UV_ENOBUFS) {
-        uv_read_stop(stream); /* conn_on_alloc: input waits unparsed */
-        c->reading = false;
-        return;
-    }
     if (nread < 0) {
         if (c->proxy_wait && c->proxy_len > 0) {
             c->env->proxy.truncated++;
@@ -603,12 +603,12 @@ static void dispatch(struct conn *c)
         conn_send_error(c, status, c->route->allow);
     }
     c->answering = false;
-    if (c->written_now) {
-        /* The whole answer went out here (issue_out): reading never
-         * stopped, and the parse loop goes on with the next request. */
-        c->written_now = false;
+    bool whole = c->written_now;
+    c->written_now = false;
+    /* The whole answer went out here (issue_out): reading never stopped,
+     * and the parse loop goes on with the next request. */
+    if (whole && c->state < CONN_CLOSING)
         finish(c, false);
-    }
 }
 
 /* A streaming route's body is in: from now on the client only has to read. */

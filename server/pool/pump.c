@@ -470,12 +470,22 @@ static void close_turn_opens(struct pump_loop_reads *r)
     r->n_opens = r->next_open = 0;
 }
 
+/* Before the poll, which may wait for the client's next request: a file
+ * opened in this pass of the loop (by a poll callback, a request that
+ * waited for its turn, a timer) is not kept across it, so a file replaced
+ * meanwhile is opened anew and an idle server holds none. */
+static void sender_on_prepare(uv_prepare_t *prepare)
+{
+    struct pump_sender *snd = container_of(prepare, struct pump_sender, prepare);
+    close_turn_opens(&snd->reads);
+    uv_prepare_stop(prepare);
+}
+
 static void sender_on_check(uv_check_t *check)
 {
     struct pump_sender *snd = container_of(check, struct pump_sender, check);
-    bool wrote = snd->share.turn_used > 0 || snd->reads.used > 0 || snd->reads.n_opens > 0;
+    bool wrote = snd->share.turn_used > 0 || snd->reads.used > 0;
     snd->reads.used = 0;
-    close_turn_opens(&snd->reads);
     share_turn(&snd->share);
     struct share_item *item;
     while ((item = share_next(&snd->share)) != NULL) {
@@ -581,7 +591,7 @@ int pump_loop_open(struct pump_sender *snd, int dir, const char *path, const str
     o->fd = (int)fd;
     o->st = *st;
     memcpy(o->path, path, len + 1);
-    uv_check_start(&snd->check, sender_on_check); /* which closes it */
+    uv_prepare_start(&snd->prepare, sender_on_prepare); /* which closes it */
     return (int)fd;
 }
 
@@ -619,9 +629,11 @@ void pump_sender_init(struct pump_sender *snd, uv_loop_t *loop, size_t turn_byte
     *snd = (struct pump_sender){0};
     share_init(&snd->share, turn_bytes);
     uv_check_init(loop, &snd->check); /* cannot fail */
+    uv_prepare_init(loop, &snd->prepare);
     uv_idle_init(loop, &snd->idle);
     /* They run for the connections, which keep the loop alive. */
     uv_unref((uv_handle_t *)&snd->check);
+    uv_unref((uv_handle_t *)&snd->prepare);
     uv_unref((uv_handle_t *)&snd->idle);
 }
 
@@ -638,6 +650,7 @@ void pump_sender_close(struct pump_sender *snd)
     close_turn_opens(&snd->reads);
     uv_close((uv_handle_t *)&snd->check, NULL);
     uv_close((uv_handle_t *)&snd->idle, NULL);
+    uv_close((uv_handle_t *)&snd->prepare, NULL);
 }
 
 static const struct snap_def send_turn_def = {

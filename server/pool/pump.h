@@ -119,7 +119,8 @@ enum pump_fallback {
 };
 
 /* A file opened on the loop in this turn: its fd and fstat serve every
- * request for the same path until the turn ends, when it is closed. */
+ * request for the same path until the loop polls again: it is closed just
+ * before (a prepare handle), whatever phase of the loop opened it. */
 #define PUMP_TURN_OPENS 8
 struct pump_turn_open {
     int dir, fd;
@@ -146,14 +147,16 @@ struct pump_loop_reads {
 /* The loop's writes, shared by client (server/pool/share.h): owns the
  * share and the two handles that run its turns, a check handle that begins
  * a turn after each poll of the loop while the last one wrote, and an idle
- * handle that keeps the loop from blocking while writes wait. Owned by the
- * server, one per loop. */
+ * handle that keeps the loop from blocking while writes wait; and a
+ * prepare handle that closes the turn's files before the poll. Owned by
+ * the server, one per loop. */
 struct pump_sender {
     struct share share;
     struct pump_loop_reads reads; /* counted by the same turns */
     uint64_t whole_at_once;       /* answers written whole at once (conn.c's issue_out) */
     uv_check_t check;
     uv_idle_t idle;
+    uv_prepare_t prepare;
     bool closing;
 };
 

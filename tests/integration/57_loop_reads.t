@@ -89,6 +89,28 @@ def test_turn_opens():
         ok(poll(lambda: srv.fd_count() <= fds), "no fd left open after the turns ended",
            "fds before %d, now %d" % (fds, srv.fd_count()))
 
+    # Requests that waited for their client's turn (a long pipeline spends
+    # its turn_share) run before the poll, not after it: what they opened
+    # is closed before the loop waits for the next request.
+    with Server(files=files, args=ARGS, name="waited turns") as srv:
+        srv.get("/a.bin")
+        stale = 0
+        for n in range(0, 120, 20):
+            with srv.conn() as c:
+                c.send(b"GET /b.bin HTTP/1.1\r\nHost: x\r\n\r\n" * n +
+                       b"GET /a.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+                bodies = [c.read_response().body for _ in range(n + 1)]
+                old = bodies[-1]
+                new = random_bytes(8 * KiB, 60 + n)
+                tmp = srv.path("a.bin.new")
+                with open(tmp, "wb") as f:
+                    f.write(new)
+                os.rename(tmp, srv.path("a.bin"))
+                stale += c.roundtrip("GET", "/a.bin").body != new
+        is_(stale, 0, "six pipelines, the file replaced after each: asked again on the same "
+            "connection, always the new file")
+        ok(srv.stats()["turns"]["deferred"] > 0, "requests did wait for their turn")
+
 
 def test_whole_at_once():
     """An answer from memory that the kernel takes whole as the request is
