@@ -643,7 +643,15 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
         return false; /* the pool's: a status to decide, or a cache to fill */
     size_t size = (size_t)f.st.st_size;
     size_t first = pump_piece(&env->partition, false, cfg->file_cache_max_file, false);
-    if (req->method == HTTP_GET && size <= first && size > 0) {
+    if (req->method == HTTP_GET && size <= PUMP_TURN_BODY && size <= first && size > 0) {
+        /* Read with its file for the rest of the pass: the requests for it
+         * after this one read nothing. */
+        const char *body = pump_loop_body(env->sender, fd, size);
+        if (body == NULL)
+            return false;
+        f.body = (char *)body;
+        f.fd = -1;
+    } else if (req->method == HTTP_GET && size <= first && size > 0) {
         if (size > st->scratch_cap) {
             char *grown = realloc(st->scratch, size);
             if (grown == NULL)

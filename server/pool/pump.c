@@ -465,8 +465,10 @@ void pump_stop(struct pump *pump)
 /* The turn's files are closed: the next turn opens them anew. */
 static void close_turn_opens(struct pump_loop_reads *r)
 {
-    for (unsigned i = 0; i < r->n_opens; i++)
+    for (unsigned i = 0; i < r->n_opens; i++) {
         close(r->opens[i].fd);
+        r->opens[i].body_len = 0;
+    }
     r->n_opens = r->next_open = 0;
 }
 
@@ -542,7 +544,10 @@ int pump_loop_keep(struct pump_sender *snd, int fd)
     struct pump_loop_reads *r = &snd->reads;
     for (unsigned i = 0; i < r->n_opens; i++) {
         if (r->opens[i].fd == fd) {
-            r->opens[i] = r->opens[--r->n_opens]; /* forgotten, not closed */
+            /* Forgotten, not closed; its slot's body buffer stays, at the end. */
+            struct pump_turn_open gone = r->opens[i];
+            r->opens[i] = r->opens[--r->n_opens];
+            r->opens[r->n_opens] = gone;
             r->next_open = 0;
             break;
         }
@@ -587,12 +592,34 @@ int pump_loop_open(struct pump_sender *snd, int dir, const char *path, const str
         r->next_open = (r->next_open + 1) % PUMP_TURN_OPENS;
         close(o->fd);
     }
+    o->body_len = 0;
     o->dir = dir;
     o->fd = (int)fd;
     o->st = *st;
     memcpy(o->path, path, len + 1);
     uv_prepare_start(&snd->prepare, sender_on_prepare); /* which closes it */
     return (int)fd;
+}
+
+const char *pump_loop_body(struct pump_sender *snd, int fd, size_t len)
+{
+    struct pump_loop_reads *r = &snd->reads;
+    struct pump_turn_open *o = NULL;
+    for (unsigned i = 0; i < r->n_opens && o == NULL; i++)
+        o = r->opens[i].fd == fd ? &r->opens[i] : NULL;
+    if (o == NULL || len == 0 || len > PUMP_TURN_BODY)
+        return NULL;
+    if (o->body_len == len) {
+        r->served++;
+        r->bodies_shared++;
+        return o->body;
+    }
+    if (o->body == NULL && (o->body = malloc(PUMP_TURN_BODY)) == NULL)
+        return NULL;
+    if (!pump_loop_read(snd, fd, o->body, len))
+        return NULL;
+    o->body_len = len;
+    return o->body;
 }
 
 bool pump_loop_read(struct pump_sender *snd, int fd, char *buf, size_t len)
@@ -648,6 +675,10 @@ void pump_sender_close(struct pump_sender *snd)
         return;
     snd->closing = true;
     close_turn_opens(&snd->reads);
+    for (unsigned i = 0; i < PUMP_TURN_OPENS; i++) {
+        free(snd->reads.opens[i].body);
+        snd->reads.opens[i].body = NULL;
+    }
     uv_close((uv_handle_t *)&snd->check, NULL);
     uv_close((uv_handle_t *)&snd->idle, NULL);
     uv_close((uv_handle_t *)&snd->prepare, NULL);
@@ -725,6 +756,12 @@ static const struct snap_def loop_shared_def = {
     .kind = SNAP_COUNTER,
     .help = "Requests on the loop that found their file opened already in the same turn of the "
             "loop, by another request: no open, no fstat."};
+static const struct snap_def loop_bodies_def = {
+    .key = "bodies_shared",
+    .metric = "unclog_loop_read_bodies_shared_total",
+    .kind = SNAP_COUNTER,
+    .help = "Requests on the loop that found their file's body read already in the same turn "
+            "of the loop, by another request: no read."};
 static const struct snap_def loop_fallback_def = {
     .key = "count",
     .metric = "unclog_loop_read_fallbacks_total",
@@ -740,6 +777,7 @@ static void loop_reads_stats(const struct pump_loop_reads *r, struct snapshot *s
     snap_add(s, &loop_served_def, r->served);
     snap_add(s, &loop_bytes_def, r->bytes);
     snap_add(s, &loop_shared_def, r->opens_shared);
+    snap_add(s, &loop_bodies_def, r->bodies_shared);
     snap_open(s, "fallbacks", NULL);
     for (int i = 0; i < PUMP_FALLBACKS; i++) {
         snap_open(s, fallback_names[i], "reason");

@@ -122,9 +122,12 @@ enum pump_fallback {
  * request for the same path until the loop polls again: it is closed just
  * before (a prepare handle), whatever phase of the loop opened it. */
 #define PUMP_TURN_OPENS 8
+#define PUMP_TURN_BODY  (16 * 1024) /* the largest body a pass keeps with its file */
 struct pump_turn_open {
     int dir, fd;
     struct stat st;
+    char *body;      /* PUMP_TURN_BODY bytes once needed, kept for the slot's next files */
+    size_t body_len; /* of them read in this pass (0: none yet) */
     char path[PATH_MAX];
 };
 
@@ -141,7 +144,7 @@ struct pump_loop_reads {
     size_t used;    /* bytes read on the loop in this turn */
     struct pump_turn_open opens[PUMP_TURN_OPENS];
     unsigned n_opens, next_open; /* opens[] in use; the next to reuse once all are */
-    uint64_t served, bytes, opens_shared, fallbacks[PUMP_FALLBACKS];
+    uint64_t served, bytes, opens_shared, bodies_shared, fallbacks[PUMP_FALLBACKS];
 };
 
 /* The loop's writes, shared by client (server/pool/share.h): owns the
@@ -202,6 +205,12 @@ bool pump_loop_read(struct pump_sender *snd, int fd, char *buf, size_t len);
 struct open_how;
 int pump_loop_open(struct pump_sender *snd, int dir, const char *path, const struct open_how *how,
                    struct stat *st);
+
+/* Loop thread: the first LEN bytes (at most PUMP_TURN_BODY) of FD, from
+ * pump_loop_open in this pass: read on the loop as pump_loop_read does, or
+ * found read already by an earlier request for the same file. Returns
+ * them, valid as long as FD is; NULL when the pool must read them. */
+const char *pump_loop_body(struct pump_sender *snd, int fd, size_t len);
 
 /* Loop thread: FD, from pump_loop_open, is the caller's now, to close; the
  * turn forgets it (a later request in the turn opens the file again). */

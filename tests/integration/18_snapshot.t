@@ -113,6 +113,7 @@ RULES = [
     ("loop_reads.served", lambda: num("unclog_loop_reads_total")),
     ("loop_reads.bytes", lambda: num("unclog_loop_read_bytes_total")),
     ("loop_reads.opens_shared", lambda: num("unclog_loop_read_opens_shared_total")),
+    ("loop_reads.bodies_shared", lambda: num("unclog_loop_read_bodies_shared_total")),
     ("loop_reads.fallbacks.*.count",
      lambda r: num("unclog_loop_read_fallbacks_total", reason=r)),
     ("turns.share_us", lambda: num("unclog_turn_share_seconds", US)),

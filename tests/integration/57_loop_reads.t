@@ -65,6 +65,9 @@ def test_turn_opens():
         is_(delta(before, after, "loop_reads", "served"), 3, "all three read on the loop")
         is_(delta(before, after, "loop_reads", "opens_shared"), 2,
             "the file opened once: the two after the first found it open in the turn")
+        is_(delta(before, after, "loop_reads", "bodies_shared"), 2,
+            "and read once: the two after the first found its body read")
+        is_(delta(before, after, "loop_reads", "bytes"), len(BODY), "one read's bytes")
         is_(total_jobs(after) - total_jobs(before), 0, "no pool job")
 
         # Kept by the response that reads it on the pool: the turn forgets
