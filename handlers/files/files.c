@@ -699,11 +699,14 @@ static int files_on_request(struct conn *c, const struct request *req)
     }
     size_t root_len;
     const char *root = server_root(srv, &root_len);
-    int n = snprintf(j->path, sizeof j->path, "%s/%s", root, j->relative);
-    if (n < 0 || (size_t)n >= sizeof j->path) {
+    size_t rel_len = strlen(j->relative);
+    if (root_len + 1 + rel_len >= sizeof j->path) {
         free(j);
         return 414;
     }
+    memcpy(j->path, root, root_len);
+    j->path[root_len] = '/';
+    memcpy(j->path + root_len + 1, j->relative, rel_len + 1);
     /* On the loop when it needs nothing the pool's open adds: FILE.gz,
      * a directory, a range. */
     bool simple = !j->want_dir && j->relative[0] != '\0' && !ranged &&

@@ -70,8 +70,13 @@ static void test_etag_make(void)
     ok(valid_etag(a) && strlen(a) < ETAG_LEN, "largest values with a suffix fit ETAG_LEN");
     etag_make(UINT64_MAX, UINT64_MAX, INT64_MIN, "-gzip", a);
     ok(valid_etag(a) && strlen(a) < ETAG_LEN, "a negative mtime (before 1970) fits too");
+    is_str(a, "\"ffffffffffffffff-ffffffffffffffff-8000000000000000-gzip\"",
+           "  as hex: inode, size, mtime in ns, suffix");
     etag_make(0, 0, 0, "", a);
     ok(valid_etag(a), "all zero: valid");
+    is_str(a, "\"0-0-0\"", "  \"0-0-0\"");
+    etag_make(0x12, 0xabc, 1, "-gz", a);
+    is_str(a, "\"12-abc-1-gz\"", "  \"12-abc-1-gz\"");
     free(a);
     free(b);
 }
