@@ -190,11 +190,18 @@ static void follow_input(struct conn *c)
 
 /* One timer per connection, set as the state changes. Progress inside a
  * state (body bytes, bytes taken by the client) only moves c->deadline; the
- * timer, when it fires early, goes back to sleep until the new deadline. */
+ * timer, when it fires early, goes back to sleep until the new deadline.
+ * A timer already set for no later than DELAY_MS is left as it is (three
+ * states a request, each re-setting it, cost a heap's remove and insert
+ * each): it fires early and sleeps again until c->wake_at. */
 static void arm_timer(struct conn *c, uint64_t delay_ms)
 {
+    c->wake_at = uv_now(c->env->loop) + delay_ms;
+    if (uv_is_active((uv_handle_t *)&c->timer) && c->armed_at <= c->wake_at)
+        return;
     if (uv_timer_start(&c->timer, conn_on_timer, delay_ms, 0) < 0)
         close_conn(c, false); /* only when closing already */
+    c->armed_at = c->wake_at;
 }
 
 /* Whether the client, not the request, is what the state waits on. */
@@ -438,6 +445,11 @@ static void time_out(struct conn *c)
 static void conn_on_timer(uv_timer_t *timer)
 {
     struct conn *c = timer->data;
+    uint64_t now = uv_now(c->env->loop);
+    if (now < c->wake_at) { /* set for an earlier wake than the one now wanted */
+        arm_timer(c, c->wake_at - now);
+        return;
+    }
     if (c->resume_due) {
         c->resume_due = false;
         resume(c);
@@ -448,7 +460,6 @@ static void conn_on_timer(uv_timer_t *timer)
         follow_input(c);
     }
     place(c); /* a window of its progress may have ended */
-    uint64_t now = uv_now(c->env->loop);
     if (sending(c) && send_progressed(c))
         c->deadline = now + conn__cfg(c)->send_timeout;
     if (now >= c->deadline) {
