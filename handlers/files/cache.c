@@ -123,7 +123,6 @@ const struct cache_entry *cache_lookup(struct cache *cache, const char *key, uin
 {
     if (!cache->enabled)
         return NULL;
-    drain(cache);
     uint32_t h = hash_key(key);
     struct cache_entry *e = cache->by_key[h % NBUCKETS];
     while (e != NULL && (e->hash != h || strcmp(e->key, key) != 0))

@@ -12,11 +12,14 @@
  * Freshness comes from inotify, without a timer or a stat per request: the
  * pool job that fills an entry adds a watch on the file *before* reading it
  * and checks that the path still names the file it opened (files.c's
- * read_body says why that is exact), and every lookup first drains the
- * (non-blocking) inotify queue, evicting entries whose file changed. A
- * change that completed before a request was read is therefore always seen. What inotify cannot see
- * (a parent directory renamed, a symlink retargeted) is seen when the entry expires, after
- * CACHE_VALID_MS. Loop thread only, except cache_watch(). */
+ * read_body says why that is exact), and the first lookup after each poll
+ * of the loop drains the (non-blocking) inotify queue, evicting entries
+ * whose file changed (the caller does: cache_drain, pump_loop_new_pass).
+ * A change that completed before the poll that brought a request is
+ * therefore always seen, as the files opened on the loop see it (one read
+ * of the queue a pass, not one a request). What inotify cannot see (a
+ * parent directory renamed, a symlink retargeted) is seen when the entry
+ * expires, after CACHE_VALID_MS. Loop thread only, except cache_watch(). */
 
 #define CACHE_VALID_MS 10000
 
@@ -55,7 +58,7 @@ int cache_configure(struct cache *cache, bool enabled, size_t max_file, size_t m
 /* Frees every entry and closes the inotify fd. */
 void cache_free(struct cache *cache);
 
-/* The fresh entry for KEY, or NULL. Drains pending change events first. */
+/* The fresh entry for KEY, or NULL, as of the last cache_drain(). */
 const struct cache_entry *cache_lookup(struct cache *cache, const char *key, uint64_t now_ms);
 
 /* Applies every pending change event (evicting what changed) and returns

@@ -80,6 +80,7 @@ struct files_state {
     int root_fd;   /* the root: what opens on the loop stay beneath; or -1 */
     char *scratch; /* a body read on the loop, until the response copies it */
     size_t scratch_cap;
+    uint64_t cache_pass; /* the loop's pass whose first lookup drained the cache */
 };
 
 static struct files_state *state_of(const struct server *srv)
@@ -526,7 +527,14 @@ static void respond(struct conn *c, struct open_job *j)
 /* The cache key of a resolved request path: "dir/" and "dir" differ. */
 static void cache_key(const struct open_job *j, char *key, size_t size)
 {
-    snprintf(key, size, "%s%s", j->relative, j->want_dir ? "/" : "");
+    size_t len = strlen(j->relative);
+    if (len + 2 > size) { /* not with a PATH_MAX + 2 key from a PATH_MAX path */
+        key[0] = '\0';
+        return;
+    }
+    memcpy(key, j->relative, len);
+    key[len] = '/';
+    key[len + (j->want_dir ? 1 : 0)] = '\0';
 }
 
 static void open_after_work(struct gateway_job *job, int status);
@@ -593,7 +601,10 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
     struct server *srv = conn_server(c);
     char key[PATH_MAX + 2];
     cache_key(j, key, sizeof key);
-    const struct cache_entry *e = cache_lookup(file_cache(srv), key, server_now_ms(srv));
+    struct files_state *st = state_of(srv);
+    if (pump_loop_new_pass(server_pump_env(srv)->sender, &st->cache_pass))
+        cache_drain(&st->cache);
+    const struct cache_entry *e = cache_lookup(&st->cache, key, server_now_ms(srv));
     if (e == NULL || (gzip_possible && compressible(e->type, files_config_of(srv)->gzip_types)))
         return false;
     struct file f = {.st = e->st, .fd = -1, .body = e->body, .gz_fd = -1};
@@ -764,6 +775,7 @@ static int files_init(struct server *srv, void **state)
         return -ENOMEM;
     st->scratch = NULL;
     st->scratch_cap = 0;
+    st->cache_pass = UINT64_MAX;
     size_t root_len;
     st->root_fd = open(server_root(srv, &root_len), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (st->root_fd < 0)

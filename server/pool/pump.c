@@ -480,7 +480,19 @@ static void sender_on_prepare(uv_prepare_t *prepare)
 {
     struct pump_sender *snd = container_of(prepare, struct pump_sender, prepare);
     close_turn_opens(&snd->reads);
+    snd->polls++;
     uv_prepare_stop(prepare);
+}
+
+bool pump_loop_new_pass(struct pump_sender *snd, uint64_t *seen)
+{
+    if (snd->closing)
+        return true; /* the prepare handle counts no more polls */
+    if (*seen == snd->polls)
+        return false;
+    *seen = snd->polls;
+    uv_prepare_start(&snd->prepare, sender_on_prepare); /* which counts the next poll */
+    return true;
 }
 
 static void sender_on_check(uv_check_t *check)

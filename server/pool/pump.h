@@ -157,6 +157,7 @@ struct pump_sender {
     struct share share;
     struct pump_loop_reads reads; /* counted by the same turns */
     uint64_t whole_at_once;       /* answers written whole at once (conn.c's issue_out) */
+    uint64_t polls;               /* the loop's polls since a pass asked (pump_loop_new_pass) */
     uv_check_t check;
     uv_idle_t idle;
     uv_prepare_t prepare;
@@ -211,6 +212,12 @@ int pump_loop_open(struct pump_sender *snd, int dir, const char *path, const str
  * found read already by an earlier request for the same file. Returns
  * them, valid as long as FD is; NULL when the pool must read them. */
 const char *pump_loop_body(struct pump_sender *snd, int fd, size_t len);
+
+/* Whether the loop has polled since the last call that passed *SEEN (the
+ * first call: true); *SEEN is set to now. What is read once a pass (the
+ * file cache's change events) is read when it returns true. Start *SEEN at
+ * UINT64_MAX. */
+bool pump_loop_new_pass(struct pump_sender *snd, uint64_t *seen);
 
 /* Loop thread: FD, from pump_loop_open, is the caller's now, to close; the
  * turn forgets it (a later request in the turn opens the file again). */
