@@ -72,6 +72,8 @@ static bool format_simple(struct buf *b, const char *fmt, va_list ap)
         p = pc + 1;
         if (*p == 's') {
             const char *s = va_arg(args, const char *);
+            if (s == NULL)
+                s = "(null)"; /* as glibc's printf shows it */
             ok = put(b->data, b->cap, &at, s, strlen(s));
         } else if (*p == 'c' || *p == '%') {
             char ch = *p == 'c' ? (char)va_arg(args, int) : '%';

@@ -31,6 +31,14 @@ static void test_same_as_snprintf(void)
     SAME("%zu", SIZE_MAX);
     SAME("100%% %c%c", 'o', 'k');
     SAME("%s%s%s", "", "a", "");
+    {
+        char array[32];
+        struct buf b;
+        buf_init_fixed(&b, array, sizeof array);
+        const char *volatile none = NULL; /* unknown to the compiler */
+        buf_printf(&b, "[%s]", none);
+        is_str(array, "[(null)]", "a NULL string shows as glibc shows it");
+    }
     /* Conversions it does not do by hand go to vsnprintf. */
     SAME("%04x %.1f %s", 0xbeef, 2.5, "tail");
     SAME("%5d|%-3s|", 42, "x");
