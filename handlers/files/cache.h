@@ -16,8 +16,11 @@
  * of the loop drains the (non-blocking) inotify queue, evicting entries
  * whose file changed (the caller does: cache_drain, pump_loop_new_pass).
  * A change that completed before the poll that brought a request is
- * therefore always seen, as the files opened on the loop see it (one read
- * of the queue a pass, not one a request). What inotify cannot see (a
+ * therefore seen, as the files opened on the loop see it (one read of the
+ * queue a pass, not one a request). A pass ends at the prepare phase, and
+ * also when the loop's clock has moved: after a full batch of 1,024 events
+ * libuv polls again at once, with no prepare phase between, and such a
+ * batch takes more than the clock's millisecond to go through. What inotify cannot see (a
  * parent directory renamed, a symlink retargeted) is seen when the entry
  * expires, after CACHE_VALID_MS. Loop thread only, except cache_watch(). */
 

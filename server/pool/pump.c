@@ -484,10 +484,27 @@ static void sender_on_prepare(uv_prepare_t *prepare)
     uv_prepare_stop(prepare);
 }
 
+/* A pass also ends when the loop's clock has moved since it began: after a
+ * batch of events that filled its array (1,024), libuv 1.44 polls again at
+ * once, in the same poll phase, with no prepare phase between, and updates
+ * the clock after each poll. Processing a full batch takes longer than the
+ * clock's millisecond, so a file opened (a change queue read) before that
+ * second poll is not kept for the requests it brings. */
+static void pass_check(struct pump_sender *snd)
+{
+    uint64_t now = uv_now(snd->prepare.loop);
+    if (now == snd->pass_ms)
+        return;
+    snd->pass_ms = now;
+    close_turn_opens(&snd->reads);
+    snd->polls++;
+}
+
 bool pump_loop_new_pass(struct pump_sender *snd, uint64_t *seen)
 {
     if (snd->closing)
         return true; /* the prepare handle counts no more polls */
+    pass_check(snd);
     if (*seen == snd->polls)
         return false;
     *seen = snd->polls;
@@ -574,6 +591,7 @@ int pump_loop_open(struct pump_sender *snd, int dir, const char *path, const str
     size_t len = strlen(path);
     if (len >= PATH_MAX)
         return -1;
+    pass_check(snd);
     for (unsigned i = 0; i < r->n_opens; i++) {
         struct pump_turn_open *o = &r->opens[i];
         if (o->dir == dir && strcmp(o->path, path) == 0) {

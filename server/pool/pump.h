@@ -120,7 +120,9 @@ enum pump_fallback {
 
 /* A file opened on the loop in this turn: its fd and fstat serve every
  * request for the same path until the loop polls again: it is closed just
- * before (a prepare handle), whatever phase of the loop opened it. */
+ * before (a prepare handle), whatever phase of the loop opened it, or as
+ * soon as the loop's clock has moved (libuv polls again at once, with no
+ * prepare phase, after a full batch of events: pump.c's pass_check). */
 #define PUMP_TURN_OPENS 8
 #define PUMP_TURN_BODY  (16 * 1024) /* the largest body a pass keeps with its file */
 struct pump_turn_open {
@@ -157,7 +159,8 @@ struct pump_sender {
     struct share share;
     struct pump_loop_reads reads; /* counted by the same turns */
     uint64_t whole_at_once;       /* answers written whole at once (conn.c's issue_out) */
-    uint64_t polls;               /* the loop's polls since a pass asked (pump_loop_new_pass) */
+    uint64_t polls;   /* passes ended since one asked (pump_loop_new_pass), or the clock moved */
+    uint64_t pass_ms; /* the loop's clock when the pass began (uv_now) */
     uv_check_t check;
     uv_idle_t idle;
     uv_prepare_t prepare;

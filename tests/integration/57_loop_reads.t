@@ -8,6 +8,11 @@
 # loop. Counters, not timings. The root is on a disk-backed
 # directory where /tmp is tmpfs: eviction does nothing there.
 import os
+import re
+import resource
+import signal
+import socket
+import time
 
 from harness import KiB, Server, diag, is_, ok, poll, random_bytes, run
 
@@ -115,6 +120,89 @@ def test_turn_opens():
         ok(srv.stats()["turns"]["deferred"] > 0, "requests did wait for their turn")
 
 
+def read_response(s, buf):
+    """One response with a Content-Length from socket S: (body, what follows)."""
+    while b"\r\n\r\n" not in buf:
+        data = s.recv(65536)
+        if not data:
+            raise EOFError("closed")
+        buf += data
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    while len(rest) < length:
+        rest += s.recv(65536)
+    return rest[:length], rest[length:]
+
+
+def test_poll_again(cache):
+    """libuv polls again at once, with no prepare phase between, when a poll
+    fills its batch of 1,024 events. What a pass keeps (a file opened on the
+    loop; with the cache on, the read of its change queue) must not outlive
+    the first of those polls: 1,400 connections each send three GETs while
+    the server is stopped (SIGSTOP), so its next poll is a full batch; then
+    the file is replaced (rename, complete) and a GET for it is sent, which
+    the second poll brings. It must see the new file. Without the cache the
+    burst asks for the file itself (it is opened in the first batch);
+    with it, for another file (the entry is what was kept)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 4096
+    if hard != resource.RLIM_INFINITY and hard < want:
+        ok(True, "# SKIP RLIMIT_NOFILE's hard limit %d is below %d" % (hard, want))
+        return
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, want), hard))  # the server inherits it
+    files = {"t.txt": b"version 0\n", "d.txt": b"d" * 100}
+    args = ["--partition", "64k", "--max-connections", "3000", "--access-log", "off",
+            "--file-cache", "on" if cache else "off"]
+    name = "a second poll in one pass, cache %s" % ("on" if cache else "off")
+    with Server(files=files, args=args, name=name) as srv:
+        burst_path = "/d.txt" if cache else "/t.txt"
+        burst_req = b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % burst_path.encode()
+        get_t = b"GET /t.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+
+        def connect(ip):
+            s = socket.socket()
+            s.bind((ip, 0))
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.connect(("127.0.0.1", srv.port))
+            return s
+
+        burst = [connect("127.0.%d.%d" % (10 + i // 200, 2 + i % 200)) for i in range(1400)]
+        writer = connect("127.0.9.9")
+        stale = []
+        try:
+            for trial in range(1, 11):
+                for _ in range(2):  # with the cache on, the second is a hit
+                    writer.sendall(get_t)
+                    body, _ = read_response(writer, b"")
+                if body != b"version %d\n" % (trial - 1):
+                    stale.append((trial, "before", body))
+                os.kill(srv.pid, signal.SIGSTOP)
+                try:
+                    for s in burst:
+                        s.sendall(burst_req * 3)
+                    time.sleep(0.05)
+                finally:
+                    os.kill(srv.pid, signal.SIGCONT)
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < (trial % 5) * 0.002:
+                    pass  # a little later into the first batch each trial
+                srv.write_file("t.txt.new", b"version %d\n" % trial)
+                os.rename(srv.path("t.txt.new"), srv.path("t.txt"))
+                writer.sendall(get_t)  # sent after the rename completed
+                body, _ = read_response(writer, b"")
+                if body != b"version %d\n" % trial:
+                    stale.append((trial, "after", body))
+                for s in burst:
+                    buf = b""
+                    for _ in range(3):
+                        _, buf = read_response(s, buf)
+        finally:
+            for s in burst + [writer]:
+                s.close()
+        is_(stale, [], "a GET sent after the file was replaced gets the new one, 10 times, "
+            "each after a full batch of events (cache %s)" % ("on" if cache else "off"))
+
+
 def test_whole_at_once():
     """An answer from memory that the kernel takes whole as the request is
     dispatched ends there (send.whole_at_once); one that has to wait for
@@ -197,6 +285,8 @@ def main():
 
     test_turn_opens()
     test_whole_at_once()
+    test_poll_again(cache=False)
+    test_poll_again(cache=True)
 
     with Server(files=FILES, args=ARGS + ["--loop-reads", "off"], name="loop reads off") as srv:
         is_(srv.stats()["loop_reads"]["on"], 0, "loop_reads = off: off")
