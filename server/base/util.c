@@ -30,17 +30,18 @@ void buf_printf(struct buf *b, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Appends LEN bytes of S; false when they do not fit. */
-static bool put(char *out, size_t cap, size_t *at, const char *s, size_t len)
+/* Appends LEN bytes of S at *AT, leaving room for the NUL; false when
+ * they do not fit. */
+static bool put(struct buf *b, size_t *at, const char *s, size_t len)
 {
-    if (len >= cap - *at)
+    if (len >= b->cap - *at)
         return false;
-    memcpy(out + *at, s, len);
+    memcpy(b->data + *at, s, len);
     *at += len;
     return true;
 }
 
-static bool put_u64(char *out, size_t cap, size_t *at, unsigned long long v, bool minus)
+static bool put_number(struct buf *b, size_t *at, unsigned long long v, bool minus)
 {
     char digits[24];
     char *p = digits + sizeof digits;
@@ -49,7 +50,12 @@ static bool put_u64(char *out, size_t cap, size_t *at, unsigned long long v, boo
     while ((v /= 10) != 0);
     if (minus)
         *--p = '-';
-    return put(out, cap, at, p, (size_t)(digits + sizeof digits - p));
+    return put(b, at, p, (size_t)(digits + sizeof digits - p));
+}
+
+static bool put_signed(struct buf *b, size_t *at, long long v)
+{
+    return put_number(b, at, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v, v < 0);
 }
 
 /* The conversions a response head uses (%s %c %d %u %lld %llu %zu %%), by
@@ -63,10 +69,9 @@ static bool format_simple(struct buf *b, const char *fmt, va_list ap)
     va_list args;
     va_copy(args, ap);
     bool ok = true;
-    for (const char *p = fmt; ok && *p != '\0';) {
+    for (const char *p = fmt; ok && *p != '\0'; p++) {
         const char *pc = strchr(p, '%');
-        size_t run = pc == NULL ? strlen(p) : (size_t)(pc - p);
-        ok = put(b->data, b->cap, &at, p, run);
+        ok = put(b, &at, p, pc == NULL ? strlen(p) : (size_t)(pc - p));
         if (pc == NULL || !ok)
             break;
         p = pc + 1;
@@ -74,31 +79,26 @@ static bool format_simple(struct buf *b, const char *fmt, va_list ap)
             const char *s = va_arg(args, const char *);
             if (s == NULL)
                 s = "(null)"; /* as glibc's printf shows it */
-            ok = put(b->data, b->cap, &at, s, strlen(s));
+            ok = put(b, &at, s, strlen(s));
         } else if (*p == 'c' || *p == '%') {
             char ch = *p == 'c' ? (char)va_arg(args, int) : '%';
-            ok = put(b->data, b->cap, &at, &ch, 1);
+            ok = put(b, &at, &ch, 1);
         } else if (*p == 'd') {
-            long long v = va_arg(args, int);
-            ok = put_u64(b->data, b->cap, &at,
-                         v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v, v < 0);
+            ok = put_signed(b, &at, va_arg(args, int));
         } else if (*p == 'u') {
-            ok = put_u64(b->data, b->cap, &at, va_arg(args, unsigned), false);
-        } else if (p[0] == 'l' && p[1] == 'l' && p[2] == 'd') {
-            long long v = va_arg(args, long long);
-            ok = put_u64(b->data, b->cap, &at,
-                         v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v, v < 0);
+            ok = put_number(b, &at, va_arg(args, unsigned), false);
+        } else if (strncmp(p, "lld", 3) == 0) {
+            ok = put_signed(b, &at, va_arg(args, long long));
             p += 2;
-        } else if (p[0] == 'l' && p[1] == 'l' && p[2] == 'u') {
-            ok = put_u64(b->data, b->cap, &at, va_arg(args, unsigned long long), false);
+        } else if (strncmp(p, "llu", 3) == 0) {
+            ok = put_number(b, &at, va_arg(args, unsigned long long), false);
             p += 2;
-        } else if (p[0] == 'z' && p[1] == 'u') {
-            ok = put_u64(b->data, b->cap, &at, va_arg(args, size_t), false);
+        } else if (strncmp(p, "zu", 2) == 0) {
+            ok = put_number(b, &at, va_arg(args, size_t), false);
             p += 1;
         } else {
             ok = false;
         }
-        p++;
     }
     va_end(args);
     if (!ok) {

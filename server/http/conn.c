@@ -197,11 +197,10 @@ static void follow_input(struct conn *c)
 static void arm_timer(struct conn *c, uint64_t delay_ms)
 {
     c->wake_at = uv_now(c->env->loop) + delay_ms;
-    if (uv_is_active((uv_handle_t *)&c->timer) && c->armed_at <= c->wake_at)
+    if (uv_is_active((uv_handle_t *)&c->timer) && uv_timer_get_due_in(&c->timer) <= delay_ms)
         return;
     if (uv_timer_start(&c->timer, conn_on_timer, delay_ms, 0) < 0)
         close_conn(c, false); /* only when closing already */
-    c->armed_at = c->wake_at;
 }
 
 /* Whether the client, not the request, is what the state waits on. */

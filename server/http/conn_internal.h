@@ -104,10 +104,10 @@ struct framing {
 /* A connection: owned by its server's list (conn_env.conns); frees itself
  * once its two handles are closed, its pump idle and no handler holds it. */
 struct conn {
-    uv_tcp_t tcp;               /* closed exactly once, by conn.c's close_conn, with the timer */
-    uv_timer_t timer;           /* fires at the state's deadline, or for a resume that is due */
-    uint64_t wake_at, armed_at; /* when the timer is wanted, when it is set for (loop ms) */
-    unsigned handles;           /* of those two, not closed yet */
+    uv_tcp_t tcp;     /* closed exactly once, by conn.c's close_conn, with the timer */
+    uv_timer_t timer; /* fires at the state's deadline, or for a resume that is due */
+    uint64_t wake_at; /* when the timer is wanted (loop ms); it may be set earlier */
+    unsigned handles; /* of those two, not closed yet */
     struct conn_env *env;
     struct conn *next, **pprev; /* pprev is NULL until conn_accept has served it */
     enum conn_state state;

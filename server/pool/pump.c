@@ -472,6 +472,12 @@ static void close_turn_opens(struct pump_loop_reads *r)
     r->n_opens = r->next_open = 0;
 }
 
+static void end_pass(struct pump_sender *snd)
+{
+    close_turn_opens(&snd->reads);
+    snd->polls++;
+}
+
 /* Before the poll, which may wait for the client's next request: a file
  * opened in this pass of the loop (by a poll callback, a request that
  * waited for its turn, a timer) is not kept across it, so a file replaced
@@ -479,8 +485,7 @@ static void close_turn_opens(struct pump_loop_reads *r)
 static void sender_on_prepare(uv_prepare_t *prepare)
 {
     struct pump_sender *snd = container_of(prepare, struct pump_sender, prepare);
-    close_turn_opens(&snd->reads);
-    snd->polls++;
+    end_pass(snd);
     uv_prepare_stop(prepare);
 }
 
@@ -496,8 +501,7 @@ static void pass_check(struct pump_sender *snd)
     if (now == snd->pass_ms)
         return;
     snd->pass_ms = now;
-    close_turn_opens(&snd->reads);
-    snd->polls++;
+    end_pass(snd);
 }
 
 bool pump_loop_new_pass(struct pump_sender *snd, uint64_t *seen)
