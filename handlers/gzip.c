@@ -304,13 +304,6 @@ static struct deflate_source *deflate_new(uint64_t len)
 
 /* ---- POST /gzip ------------------------------------------------------------ */
 
-static int gzip_on_headers(struct conn *c, const struct request *req)
-{
-    if (req->has_length && req->content_length > gzip_config_of(c)->gzip_max_body)
-        return 413;
-    return 0;
-}
-
 /* The head is in: the response starts, and the body is deflated as it
  * arrives, a slice per job (`whole`: the body is one slice). Its status is
  * committed late: until the first slot is full or the body is in, a body
@@ -349,9 +342,7 @@ static int gzip_on_request(struct conn *c, const struct request *req)
 static int gzip_on_body(struct conn *c, const char *at, size_t len)
 {
     struct deflate_source *d = conn_state(c);
-    d->body_len += len;
-    if (d->body_len > d->body_max)
-        return 413;
+    d->body_len += len; /* the core refused it past gzip_max_body */
     /* The window keeps LEN within the buffer. */
     memcpy(d->in + d->in_len, at, len);
     d->in_len += len;
@@ -392,7 +383,7 @@ static const struct route gzip_routes[] = {
     {.path = "/gzip",
      .methods = ROUTE_METHOD(HTTP_POST),
      .allow = "POST",
-     .on_headers = gzip_on_headers,
+     .max_body_key = "gzip_max_body",
      .on_body = gzip_on_body,
      .on_request = gzip_on_request,
      .on_body_end = gzip_on_body_end},
@@ -403,7 +394,7 @@ static const struct config_key gzip_keys[] = {
     {"gzip_partition", CONFIG_PARTITION, CONFIG_FIELD(struct gzip_config, gzip_partition), 1, GIB,
      "64k", "SIZE|whole", "input bytes deflated per threadpool job", CONFIG_LIVE, NULL},
     {"gzip_max_body", CONFIG_SIZE, CONFIG_FIELD(struct gzip_config, gzip_max_body), 1, GIB, "16m",
-     "SIZE", "largest POST /gzip body (413 beyond)", CONFIG_RELOAD, NULL},
+     "SIZE", "largest POST /gzip body, in place of max_body (413 beyond)", CONFIG_RELOAD, NULL},
 };
 
 static const struct config_table gzip_config_table =

@@ -12,8 +12,9 @@
  * as application/gzip. Reading the body pauses while a slice is on the pool
  * or the response's slots are full, so a connection holds one slice of
  * input, at most two of output and zlib's state, whatever the body's size.
- * A body over gzip_max_body gets 413 from its Content-Length, before any of
- * it is read. The 200 waits until the response's first slot is full or the
+ * The route's body limit is gzip_max_body, in place of max_body: the core
+ * answers 413 beyond it, from a Content-Length before any of the body is
+ * read. The 200 waits until the response's first slot is full or the
  * body is in: a chunked body that grows past the limit before then gets 413
  * (a bad chunk 400, silence 408); one that does so later is cut with a
  * reset. */

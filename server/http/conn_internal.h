@@ -96,6 +96,9 @@ struct framing {
     struct strict_close close; /* Connection: close */
     bool trailers;             /* the head is done: fields now are trailers */
     uint64_t body_len;         /* decoded body bytes so far */
+    uint64_t body_max;         /* the route's limit on them, as the head came */
+    const char *body_key;      /* the key that sets it: max_body or the route's */
+    bool over_max;             /* refused with 413 for going over body_max */
     struct strict_chunk chunk; /* where llhttp is in a chunk-size line */
     bool last_chunk;           /* the chunk of size 0 has begun: no chunk-size line follows */
     size_t ext_len;            /* chunk-extension bytes so far */

@@ -59,6 +59,9 @@ struct route {
     const char *path;  /* exact path; NULL marks the fallback */
     uint64_t methods;  /* bit (1 << llhttp_method_t) per allowed method */
     const char *allow; /* the Allow header for 405 */
+    /* Optional: the size key that limits the route's request body in place
+     * of max_body (its module's, e.g. "gzip_max_body"), larger or smaller. */
+    const char *max_body_key;
     /* Optional: headers are in; may refuse (413...) before the body is read. */
     int (*on_headers)(struct conn *c, const struct request *req);
     /* Optional: a piece of the decoded body; without it the body is dropped. */

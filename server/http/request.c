@@ -233,6 +233,27 @@ static bool has_body(const struct request *r)
     return r->chunked || (r->has_length && r->content_length > 0);
 }
 
+/* The limit on the request's body: the key its route names, else max_body.
+ * Read as the head comes: a reload halfway through a body does not move
+ * the limit under it. */
+static void set_body_max(struct conn *c)
+{
+    struct framing *f = &c->framing;
+    const struct config *cfg = conn__cfg(c);
+    const char *key = c->route->max_body_key;
+    f->body_key = "max_body";
+    f->body_max = cfg->max_body;
+    if (key != NULL && config_number(cfg, key, &f->body_max) == 0)
+        f->body_key = key;
+}
+
+/* 413 for a body over its limit, which the error's text names. */
+static int refuse_body(struct conn *c)
+{
+    c->framing.over_max = true;
+    return refuse(c, 413);
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
     struct conn *c = parser_conn(p);
@@ -255,9 +276,12 @@ static int on_headers_complete(llhttp_t *p)
     if (r->target == NULL || !framing_ok(c, p))
         return refuse(c, 400);
     r->target_len = strlen(r->target);
-    if (r->has_length && r->content_length > conn__cfg(c)->max_body)
-        return refuse(c, 413);
+    /* Routed first, so that the route's own limit applies and a refusal
+     * counts under the route. */
     c->route = c->env->route(c->env->owner, r->target);
+    set_body_max(c);
+    if (r->has_length && r->content_length > c->framing.body_max)
+        return refuse_body(c);
     c->parsed = PARSED_HEAD;
     if ((c->route->methods & (1ull << r->method)) == 0) {
         /* Without a body nothing is left unread: answer and keep the connection. */
@@ -332,8 +356,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     strict_lines_body(&c->lines, c->req.chunked && p->content_length == 0);
     c->scanned = at + len;
     c->framing.body_len += len;
-    if (c->framing.body_len > conn__cfg(c)->max_body)
-        return refuse(c, 413);
+    if (c->framing.body_len > c->framing.body_max)
+        return refuse_body(c);
     /* Never below 0: conn.c feeds llhttp no more than the window. */
     if (c->state == CONN_STREAM_OPEN || c->state == CONN_STREAM_SHUT)
         c->body_window -= len;

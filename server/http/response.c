@@ -86,7 +86,15 @@ bool conn__head_finish(struct conn *c)
 
 size_t conn__error_head(struct conn *c, int status, const char *allow, char *body, size_t cap)
 {
-    int len = snprintf(body, cap, "%d %s\n", status, http_reason(status));
+    int len;
+    if (status == 413 && c->framing.over_max) {
+        char size[24];
+        config_format_size((size_t)c->framing.body_max, size, sizeof size);
+        len = snprintf(body, cap, "%d %s: request body over %s (%s)\n", status, http_reason(status),
+                       c->framing.body_key, size);
+    } else {
+        len = snprintf(body, cap, "%d %s\n", status, http_reason(status));
+    }
     /* After a refused request the rest of its bytes are unread: close. */
     if (c->error != 0 || status == 400 || status == 408 || status == 413 || status == 414 ||
         status == 431)

@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
 # Limits: a request-target over max_url gets 414, a header block over
 # max_header_size or more than max_headers lines 431, a body over max_body
-# 413 before any of it is read. Each error closes its connection while a
-# client on another connection is served throughout. Also: the defaults, and
+# 413 (before any of it is read when Content-Length says so), its text
+# naming the key and its value. POST /gzip has gzip_max_body in place of
+# max_body, above it too, Content-Length or chunked; its 413s count under
+# the route /gzip. Each error closes its connection while a client on
+# another connection is served throughout. Also: the defaults, and
 # the new keys in the configuration file, on the command line and in --help.
 
+import re
+
 from harness import (KiB, MiB, Server, build_request, exchange, gunzip, is_, like, ok, run,
-                     run_bin, run_with_conf, statuses)
+                     run_bin, run_with_conf, statuses, text_bytes)
 
 FILES = {"x.txt": b"hello"}
-LIMITS = {"max_url": "1k", "max_header_size": "2k", "max_headers": "10", "max_body": "64k"}
+LIMITS = {"max_url": "1k", "max_header_size": "2k", "max_headers": "10", "max_body": "64k",
+          "gzip_max_body": "96k"}
+OVER_MAX_BODY = b"413 Content Too Large: request body over max_body (64k)\n"
+OVER_GZIP_MAX_BODY = b"413 Content Too Large: request body over gzip_max_body (96k)\n"
 
 
 def expect_error(srv, watcher, raw, status, desc):
@@ -59,29 +67,91 @@ def test_configured(srv):
                       "10 header lines are within max_headers 10")
         expect_error(srv, watcher, get("/x.txt", dict(padded_headers(9))), 431, "11 header lines")
 
-        # 413 comes before the body: only the head is sent.
-        head = b"POST /gzip HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n"
+        # 413 comes before the body: only the head is sent. Its text names
+        # the limit and its value.
+        head = b"POST /x.txt HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n"
         expect_error(srv, watcher, head % (64 * KiB + 1), 413,
                      "Content-Length over max_body, body not sent")
         expect_error(srv, watcher, head % (10 ** 15), 413, "a petabyte Content-Length")
-        data, end = exchange(srv.port, b"POST /gzip HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
+        data, end = exchange(srv.port, b"POST /x.txt HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
                                        b"Content-Length: 1048576\r\n\r\n")
         is_(statuses(data), [413], "Expect: 100-continue over max_body: 413 and no 100 Continue")
-        expect_error(srv, watcher, b"GET /x.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 70000\r\n\r\n",
-                     413, "a GET announcing a body over max_body")
-        # /gzip answers as the body arrives, but its 200 waits until a slot
-        # of output is full, which 64 KiB of input cannot fill: past
-        # max_body, 413 (06_gzip.t has the reset that comes later).
+        expect_text(srv, watcher, b"GET /x.txt HTTP/1.1\r\nHost: a\r\nContent-Length: 70000\r\n"
+                    b"\r\n", OVER_MAX_BODY, "a GET announcing a body over max_body")
         chunks = [b"c" * 16 * KiB] * 5
-        expect_error(srv, watcher, build_request("POST", "/gzip", chunks=chunks), 413,
-                     "a chunked body growing past max_body")
+        expect_text(srv, watcher, build_request("GET", "/x.txt", chunks=chunks), OVER_MAX_BODY,
+                    "a chunked body growing past max_body")
         expect_error(srv, watcher, b"POST /gzip HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
                      b"\r\n5;x=" + b"e" * 3000 + b"\r\nhello\r\n0\r\n\r\n", 400,
                      "a chunk extension longer than max_header_size")
-        body = b"z" * (64 * KiB)
-        resp = watcher.roundtrip("POST", "/gzip", body=body)
-        ok(resp.status == 200 and gunzip(resp.body) == body, "a body of exactly max_body is served",
-           repr(resp))
+
+
+def expect_text(srv, watcher, raw, text, desc):
+    """expect_error for a 413 whose body is TEXT."""
+    data, end = exchange(srv.port, raw)
+    is_(statuses(data), [413], "%s: one 413 answer" % desc)
+    is_(data.partition(b"\r\n\r\n")[2], text, "%s: its text names the limit" % desc)
+    is_(end, "closed", "%s: then the connection is closed" % desc)
+    resp = watcher.roundtrip("GET", "/x.txt")
+    is_((resp.status, resp.body), (200, b"hello"), "%s: another client is still served" % desc)
+
+
+def gzip_responses(srv):
+    """POST /gzip's responses in class 4xx, by /stats and by /metrics."""
+    stats = srv.stats()["responses"]["/gzip"]["4xx"]
+    metrics = srv.get("/metrics").body.decode()
+    m = re.search(r'(?m)^unclog_http_responses_total\{route="/gzip",code="4xx"\} (\d+)$', metrics)
+    return stats, int(m.group(1)) if m else None
+
+
+def test_gzip_limit(srv):
+    """With gzip_max_body 96k over max_body 64k, /gzip takes up to 96 KiB,
+    Content-Length or chunked; past it, 413 names gzip_max_body and counts
+    under the route /gzip."""
+    with srv.conn() as watcher:
+        before = gzip_responses(srv)
+        for desc, kw in (("Content-Length", {"body": text_bytes(80 * KiB)}),
+                         ("chunked", {"chunks": [text_bytes(16 * KiB)] * 5})):
+            resp = srv.request("POST", "/gzip", **kw)
+            want = kw.get("body") or b"".join(kw.get("chunks", []))
+            ok(resp.status == 200 and gunzip(resp.body) == want,
+               "/gzip: an 80 KiB %s body, over max_body, within gzip_max_body, is served" % desc,
+               repr(resp))
+        body = text_bytes(96 * KiB)
+        resp = srv.request("POST", "/gzip", body=body)
+        ok(resp.status == 200 and gunzip(resp.body) == body,
+           "/gzip: a body of exactly gzip_max_body is served", repr(resp))
+        head = b"POST /gzip HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n"
+        expect_text(srv, watcher, head % (96 * KiB + 1), OVER_GZIP_MAX_BODY,
+                    "/gzip: Content-Length over gzip_max_body")
+        # Its 200 waits until a slot of output is full, which 112 KiB of
+        # text cannot fill: past the limit, 413 (06_gzip.t has the reset
+        # that comes later).
+        expect_text(srv, watcher, build_request("POST", "/gzip", chunks=[text_bytes(16 * KiB)] * 7),
+                    OVER_GZIP_MAX_BODY, "/gzip: a chunked body growing past gzip_max_body")
+        after = gzip_responses(srv)
+    is_((after[0] - before[0], after[1] - before[1]), (2, 2),
+        "the two 413s of /gzip count under route /gzip, in /stats and in /metrics")
+
+
+def test_gzip_limit_large():
+    """The user's case: --gzip-max-body 32m with max_body at its 16m."""
+    with Server(files=FILES, args=["--gzip-max-body", "32m"], name="gzip 32m server") as srv:
+        body = text_bytes(20 * MiB)
+        for desc, kw in (("Content-Length", {"body": body}),
+                         ("chunked", {"chunks": [body[i:i + MiB] for i in range(0, len(body), MiB)]})):
+            resp = srv.request("POST", "/gzip", **kw)
+            ok(resp.status == 200 and gunzip(resp.body) == body,
+               "--gzip-max-body 32m: a 20 MiB %s upload to /gzip is served" % desc,
+               "status %d, %d bytes" % (resp.status, len(resp.body)))
+        with srv.conn() as watcher:
+            head = b"POST %s HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n"
+            expect_text(srv, watcher, head % (b"/gzip", 32 * MiB + 1),
+                        b"413 Content Too Large: request body over gzip_max_body (32m)\n",
+                        "--gzip-max-body 32m: a /gzip body of 32 MiB + 1")
+            expect_text(srv, watcher, head % (b"/x.txt", 20 * MiB),
+                        b"413 Content Too Large: request body over max_body (16m)\n",
+                        "--gzip-max-body 32m: other routes keep max_body")
 
 
 def test_defaults(srv):
@@ -121,6 +191,8 @@ def test_config():
 def main():
     with Server(files=FILES, conf=LIMITS) as srv:
         test_configured(srv)
+        test_gzip_limit(srv)
+    test_gzip_limit_large()
     with Server(files=FILES, name="default server") as srv:
         test_defaults(srv)
     with Server(files=FILES, name="flag server",
