@@ -4,14 +4,15 @@
 # 413 (before any of it is read when Content-Length says so), its text
 # naming the key and its value. POST /gzip has gzip_max_body in place of
 # max_body, above it too, Content-Length or chunked; its 413s count under
-# the route /gzip. Each error closes its connection while a client on
-# another connection is served throughout. Also: the defaults, and
-# the new keys in the configuration file, on the command line and in --help.
+# the route /gzip, refusals before routing under "none". Each error closes
+# its connection while a client on another connection is served
+# throughout. Also: the defaults, and the new keys in the configuration
+# file, on the command line and in --help.
 
 import re
 
-from harness import (KiB, MiB, Server, build_request, exchange, gunzip, is_, like, ok, run,
-                     run_bin, run_with_conf, statuses, text_bytes)
+from harness import (KiB, MiB, Server, build_request, exchange, gunzip, is_, like, ok, poll,
+                     run, run_bin, run_with_conf, statuses, text_bytes)
 
 FILES = {"x.txt": b"hello"}
 LIMITS = {"max_url": "1k", "max_header_size": "2k", "max_headers": "10", "max_body": "64k",
@@ -134,6 +135,23 @@ def test_gzip_limit(srv):
         "the two 413s of /gzip count under route /gzip, in /stats and in /metrics")
 
 
+def test_route_rows(srv):
+    """Refusals before routing count under route "none"; "unrouted" is for
+    targets no module claims without a fallback, which unclog does not
+    lack: a missing file is the files route's 404."""
+    def rows():
+        st = srv.stats()["responses"]
+        return (st["none"]["4xx"], st["static"]["4xx"], sum(st["unrouted"].values()))
+    before = rows()
+    for raw in (get(target(1025)), get("/x.txt", dict(padded_headers(9))), b"GARBAGE\r\n\r\n"):
+        exchange(srv.port, raw)
+    is_(srv.get("/missing.txt").status, 404, "a missing file: 404")
+    want = (before[0] + 3, before[1] + 1, 0)
+    poll(lambda: rows() == want)
+    is_(rows(), want, "414, 431 and 400 before routing count under none, a 404 under static, "
+        "and unrouted stays 0")
+
+
 def test_gzip_limit_large():
     """The user's case: --gzip-max-body 32m with max_body at its 16m."""
     with Server(files=FILES, args=["--gzip-max-body", "32m"], name="gzip 32m server") as srv:
@@ -192,6 +210,7 @@ def main():
     with Server(files=FILES, conf=LIMITS) as srv:
         test_configured(srv)
         test_gzip_limit(srv)
+        test_route_rows(srv)
     test_gzip_limit_large()
     with Server(files=FILES, name="default server") as srv:
         test_defaults(srv)
