@@ -253,14 +253,19 @@ static void print_url(struct server *srv)
     }
     char part[32];
     config_format_size(srv->cfg->partition, part, sizeof part);
-    /* The pages for people the modules bring: ", dashboard http://...". */
+    /* The pages for people the modules bring: ", dashboard http://...".
+     * A wildcard is no address to browse to, and a page's switch answers
+     * only a loopback Host: a wildcard bind names the loopback one. */
+    const char *page_host = strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1"
+                            : strcmp(host, "[::]") == 0  ? "[::1]"
+                                                         : host;
     char pages[256] = "";
     size_t n = 0;
     for (size_t i = 0; srv->modules[i] != NULL; i++) {
         const struct module *m = srv->modules[i];
         if (m->page != NULL && n < sizeof pages)
-            n += (size_t)snprintf(pages + n, sizeof pages - n, ", %s http://%s:%d%s", m->name, host,
-                                  port, m->page);
+            n += (size_t)snprintf(pages + n, sizeof pages - n, ", %s http://%s:%d%s", m->name,
+                                  page_host, port, m->page);
     }
     log_info("listening on http://%s:%d/ serving %s (partition %s, threads %u)%s", host, port,
              srv->root, part, srv->cfg->threads, pages);

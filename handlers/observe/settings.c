@@ -27,9 +27,15 @@ bool settings_admin(const struct server *srv)
     return sc->admin;
 }
 
-static bool allowed(struct conn *c)
+/* Why C may not use the switch at all, or NULL: the page shows it as said. */
+static const char *denial(struct conn *c)
 {
-    return settings_admin(conn_server(c)) && conn_peer_loopback(c);
+    if (!settings_admin(conn_server(c)))
+        return "live switching is off: start the server with --admin on (admin = on in its "
+               "configuration file)";
+    if (!conn_peer_loopback(c))
+        return "live settings answer only a client on this machine (loopback)";
+    return NULL;
 }
 
 /* ---- same origin: the switch answers only its own page ------------------- */
@@ -156,7 +162,7 @@ static int settings_on_headers(struct conn *c, const struct request *req)
         return 0;
     /* A body a form could hold is dropped, for on_request to say why;
      * a larger one is not read from a client that may not post at all. */
-    if (!allowed(c))
+    if (denial(c) != NULL)
         return req->chunked || (req->has_length && req->content_length > FORM_MAX) ? 403 : 0;
     if (settings_refusal(req) != NULL)
         return 0; /* no form: the body is dropped, on_request says why */
@@ -338,24 +344,25 @@ static int settings_post(struct conn *c, struct form *f)
     return send_settings(c, 200);
 }
 
+/* Answers 403 saying WHY (after PREFIX): the dashboard shows the body as
+ * it is, so the page never guesses the reason. */
+static int refuse(struct conn *c, const char *prefix, const char *why)
+{
+    char text[320];
+    snprintf(text, sizeof text, "403 Forbidden: %s%s\n", prefix, why);
+    conn_head_start(c, 403);
+    conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
+    conn_send_text(c, text);
+    return 0;
+}
+
 static int settings_on_request(struct conn *c, const struct request *req)
 {
-    if (!allowed(c)) {
-        conn_head_start(c, 403);
-        conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
-        conn_send_text(c, "403 Forbidden: live settings need admin = on, and a loopback client\n");
-        return 0;
-    }
-    const char *refusal = settings_refusal(req);
-    if (refusal != NULL) {
-        char text[320];
-        snprintf(text, sizeof text, "403 Forbidden: /settings answers only its own page: %s\n",
-                 refusal);
-        conn_head_start(c, 403);
-        conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\n");
-        conn_send_text(c, text);
-        return 0;
-    }
+    const char *why = denial(c);
+    if (why != NULL)
+        return refuse(c, "", why);
+    if ((why = settings_refusal(req)) != NULL)
+        return refuse(c, "/settings answers only its own page: ", why);
     if (req->method == HTTP_POST)
         return settings_post(c, conn_state(c));
     return send_settings(c, 200);

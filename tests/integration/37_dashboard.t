@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # The dashboard built into the binary: served at /.unclog/dashboard whatever
 # the root (an empty directory here), the bytes of static/dashboard.html as
-# text/html, named by the startup line, one file that loads nothing but
+# text/html, named by the startup line (under a loopback address when the
+# server listens on a wildcard one), one file that loads nothing but
 # /stats, /stats/history and /settings, gzipped for a client that accepts it;
 # and a site's own files, /dashboard.html and the rest of /.unclog/ included,
 # stay the site's.
@@ -9,8 +10,9 @@
 import gzip
 import os
 import re
+import socket
 
-from harness import REPO, Server, is_, like, ok, run
+from harness import REPO, Conn, Server, is_, like, note, ok, run
 
 PATH = "/.unclog/dashboard"
 with open(os.path.join(REPO, "static", "dashboard.html"), "rb") as f:
@@ -38,6 +40,46 @@ def empty_root():
         answered = srv.stats()["responses"][PATH]
         is_((answered["2xx"], answered["4xx"]), (3, 1),
             "/stats counts the dashboard's route: 3 pages, 1 refusal")
+
+
+def ipv6_loopback():
+    """Whether ::1 can be bound here."""
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def settings_status(port, host):
+    """GET /settings with this Host: (status, body text)."""
+    with Conn(port) as c:
+        r = c.roundtrip("GET", "/settings", headers={"Host": host})
+    return r.status, r.body.decode("utf-8", "replace")
+
+
+def wildcard():
+    """A wildcard listener prints a loopback dashboard URL: under its own
+    address the page's switch would be refused by the Host rule."""
+    binds = [("0.0.0.0", "127.0.0.1")]
+    if ipv6_loopback():
+        binds.append(("[::]", "[::1]"))
+    else:
+        note("no IPv6 on loopback: [::] not tried")
+    for bind, loopback in binds:
+        with Server(args=["--listen", bind + ":0", "--admin", "on"],
+                    name="server on " + bind) as srv:
+            like(srv.startup_line, r"listening on http://%s:%d/ .*, dashboard http://%s:%d"
+                 r"/\.unclog/dashboard$" % (re.escape(bind), srv.port, re.escape(loopback),
+                                            srv.port),
+                 "--listen %s:0: the startup line's dashboard URL names %s" % (bind, loopback))
+            is_(settings_status(srv.port, "%s:%d" % (loopback, srv.port))[0], 200,
+                "  GET /settings under that URL's Host: 200, the page may switch")
+            status, text = settings_status(srv.port, "%s:%d" % (bind, srv.port))
+            is_(status, 403, "  under Host %s: 403" % bind)
+            like(text, r"^403 Forbidden: /settings answers only its own page: Host must be ",
+                 "  naming the Host rule")
 
 
 def gzipped():
@@ -91,6 +133,7 @@ def site_files_win():
 
 def main():
     empty_root()
+    wildcard()
     gzipped()
     self_contained()
     site_files_win()
