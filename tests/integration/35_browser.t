@@ -5,7 +5,10 @@
 # built into the server, from a root with nothing of static/ (an empty one
 # first): its script runs, shows live figures and fetches nothing but /stats,
 # /stats/history and /settings; static/dashboard.html served as a file does the same.
-# Without `--admin on` it hides its selector and says how to enable it;
+# Without `--admin on` it hides its selector and shows the server's own
+# reason (GET /settings's 403 body); so does the page of a server on
+# 0.0.0.0 opened at 0.0.0.0 (the Host rule), while the URL the server
+# prints, under 127.0.0.1, switches;
 # with it, under a flood (threads downloading a 32 MiB file in a loop, a few
 # small GETs a second), Chromium, driven over the DevTools protocol (a small
 # stdlib WebSocket client below), clicks "partition 64k": the server's
@@ -13,7 +16,9 @@
 # marker on its chart, and its client table has the flood's 127.0.0.1 first
 # and the small GETs' 127.0.0.2 in it. The presenter shortcut ?set=KEY=VALUE
 # switches through the same code, a bad value shows the server's 400
-# message, and when the server goes away the page says "down" and comes
+# message, the defaults button posts scheduler=fair&partition=auto in one
+# POST and the disk buttons emulate_disk, each shown on the page, and when
+# the server goes away the page says "down" and comes
 # back when a server answers on the port again. A screenshot goes to
 # build/dashboard-test.png. And pages of other origins (a second server's,
 # the server's own under its other name, and under a name Chromium resolves
@@ -133,6 +138,7 @@ SHOT = os.path.join(REPO, "build", "dashboard-test.png")
 
 
 DASHBOARD = "/.unclog/dashboard"  # built in (handlers/observe/dashboard.h)
+NOTE = "No switching from this page. "  # then the server's reason (static/dashboard.html)
 
 
 def access_targets(srv):
@@ -516,13 +522,49 @@ def dashboard_admin_off(chromium):
         is_((attr(dom, "sel-partition", "hidden"), attr(dom, "sel-scheduler", "hidden")),
             ("", ""), "admin off: the selector is hidden")
         is_(attr(dom, "admin-note", "hidden"), None, "admin off: the note is shown")
-        like(dom, r'id="admin-note"[^>]*>[^<]*<code>--admin on</code>',
-             "the note says how to enable it")
+        why = srv.get("/settings").body.decode().strip()
+        like(why, r"^403 Forbidden: .*--admin on", "GET /settings from the test: 403, why")
+        is_(text_of(dom, "admin-note"), NOTE + why, "the note is the server's reason, as said")
         is_(attr(dom, "set-result", "data-state"), "error", "?set= without admin: an error")
+        is_(text_of(dom, "set-result"), "✗ partition=64k: " + why, "and says the same reason")
         is_(srv.stats()["settings"]["partition"], "auto", "and the server's partition is unchanged")
         srv.stop()
         is_(access_targets(srv), {DASHBOARD, "/stats", "/stats/history", "/settings"},
             "the browser asked for the page, /stats, its history and /settings, nothing else")
+
+
+def refusal(port, host):
+    """The text of GET /settings's 403 under this Host, as a page there gets it."""
+    with Conn(port) as c:
+        r = c.roundtrip("GET", "/settings", headers={"Host": host})
+    is_(r.status, 403, "GET /settings under Host %s: 403" % host)
+    return r.body.decode().strip()
+
+
+def dashboard_wildcard(chromium):
+    """A server on 0.0.0.0 with --admin on: its page opened at 0.0.0.0 shows
+    the server's reason for refusing the switch (the Host rule), not a
+    guess; its startup line names 127.0.0.1, where the page may switch."""
+    with Server(args=["--listen", "0.0.0.0:0", "--admin", "on"],
+                name="server on 0.0.0.0") as srv:
+        url = re.search(r"dashboard (http://\S+)", srv.startup_line).group(1)
+        is_(url, "http://127.0.0.1:%d%s" % (srv.port, DASHBOARD),
+            "the startup line's dashboard URL names 127.0.0.1")
+        wild = "0.0.0.0:%d" % srv.port
+        why = refusal(srv.port, wild)
+        like(why, r"^403 Forbidden: /settings answers only its own page: Host must be ",
+             "  naming the Host rule")
+        status, dom, err = dump_dom(chromium, "http://%s%s" % (wild, DASHBOARD), 5000)
+        ok(status == 0, "the page at http://%s: chromium --dump-dom exit status 0" % wild,
+           "status %d; stderr tail:\n%s" % (status, err[-2000:]))
+        is_((text_of(dom, "status"), body_attr(dom, "data-admin")), ("live", "off"),
+            "  live, and no switch")
+        is_(text_of(dom, "admin-note"), NOTE + why, "  its note is the server's reason, as said")
+        ok("--admin on" not in text_of(dom, "admin-note"), "  not a guess that admin is off")
+        status, dom, err = dump_dom(chromium, url, 5000)
+        is_((status, body_attr(dom, "data-admin"), attr(dom, "sel-partition", "hidden"),
+             attr(dom, "admin-note", "hidden")), (0, "on", None, ""),
+            "the page at the printed URL: the switch is shown, no note")
 
 
 def dashboard_file(chromium):
@@ -660,6 +702,47 @@ def dashboard_live(chromium):
         like(browser.text("set-result"), r"400.*bogus", "with the server's 400 message")
         is_(settings(srv)[1]["partition"], "64k", "and nothing changed")
 
+        # The talk's last step in one click: the defaults, both keys in one POST.
+        r = srv.request("POST", "/settings", body=b"scheduler=fifo",
+                        headers={"Content-Type": "application/x-www-form-urlencoded"})
+        is_(r.status, 200, "POST scheduler=fifo from the test (partition is 64k)")
+        browser.wait('document.getElementById("scheduler").textContent === "fifo" && '
+                     'document.getElementById("set-preset-defaults").ariaPressed === "false"',
+                     "the page shows fifo, its defaults button not pressed")
+        # Every POST the page sends from here on, by its body.
+        page.eval('window.posts = []; (() => { const f = window.fetch; window.fetch = (u, o) => {'
+                  ' if (o && o.method === "POST") posts.push(String(o.body)); return f(u, o);'
+                  ' }; })(); 1')
+        browser.click("set-preset-defaults")
+        poll(lambda: settings(srv)[1].get("scheduler") == "fair", timeout=10)
+        st = settings(srv)
+        is_((st[0], st[1]["scheduler"], st[1]["partition"]), (200, "fair", "auto"),
+            "a click on the defaults: GET /settings says scheduler fair, partition auto")
+        is_(page.eval("window.posts"), ["scheduler=fair&partition=auto"],
+            "  the page sent one POST with both keys")
+        browser.wait('document.getElementById("set-result").dataset.state === "ok" && '
+                     'document.getElementById("scheduler").textContent === "fair" && '
+                     'document.getElementById("partition").textContent === "auto" && '
+                     'document.getElementById("set-preset-defaults").ariaPressed === "true"',
+                     "  the page shows fair and auto, its defaults button pressed")
+        marks = page.eval('document.getElementById("chart").dataset.markers').split(" | ")
+        ok(any("scheduler=fair" in m and "partition=auto" in m for m in marks),
+           "  one marker on the chart names both", repr(marks))
+
+        # The disk emulation, from the page too.
+        for value, button in (("8ms,120m", "set-emulate_disk-8ms,120m"),
+                              ("off", "set-emulate_disk-off")):
+            browser.click(button)
+            poll(lambda: settings(srv)[1].get("emulate_disk") == value, timeout=10)
+            is_(settings(srv)[1]["emulate_disk"], value,
+                "a click on disk %s: GET /settings says emulate_disk %s" % (value, value))
+            browser.wait('document.getElementById("emulate-disk").textContent === %s && '
+                         'document.getElementById(%s).ariaPressed === "true"'
+                         % (json.dumps(value), json.dumps(button)),
+                         "  the page shows disk %s, its button pressed" % value)
+        is_(page.eval("window.posts")[1:], ["emulate_disk=8ms%2C120m", "emulate_disk=off"],
+            "  one POST each")
+
         # The server goes away, and comes back on the same port.
         flood.stop()
         ok(not flood.errors, "the flood saw no error", repr(flood.errors[:5]))
@@ -764,6 +847,8 @@ def admin_other_origins(chromium):
         browser.wait('document.getElementById("set-result").dataset.state === "error"',
                      "the dashboard under %s: ?set= is an error" % REBIND)
         is_(browser.cdp.eval("document.body.dataset.admin"), "off", "  the page shows no switch")
+        is_(browser.text("admin-note"), NOTE + refusal(srv.port, "%s:%d" % (REBIND, srv.port)),
+            "  and the server's reason (the Host rule) in its note")
         is_(settings(srv)[1]["partition"], "auto", "  and nothing changed")
 
         # The dashboard on the server's own origin, under either name.
@@ -799,6 +884,7 @@ def main():
         return
     gzip_page(chromium)
     dashboard_admin_off(chromium)
+    dashboard_wildcard(chromium)
     dashboard_file(chromium)
     admin_other_origins(chromium)
     dashboard_live(chromium)
