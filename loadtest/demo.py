@@ -714,7 +714,8 @@ def banner(port, pids, say, header):
 CLOG_SAY = """\
   now    partition whole, scheduler fifo: small requests queue behind whole-file reads
   then   set partition to 64k: the small-request p99 falls, and so do the MB/s
-  then   set scheduler to fair and partition to auto: p99 stays low, the MB/s come back
+  then   click defaults (fair + auto: scheduler fair, partition auto, one switch):
+         p99 stays low, the MB/s come back
   (or from a shell: curl -d partition=64k http://127.0.0.1:{port}/settings)
 """
 
