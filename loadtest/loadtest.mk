@@ -18,6 +18,8 @@
 #                       from 127.0.0.3 against a probe from 127.0.0.2, each under fifo
 #                       and fair), about 80 s, then its table; DEMO_ARGS="--act attack --attacks
 #                       reader": the slow reader instead (also head, body: slow.py)
+#   make dashboard-png  docs/dashboard.png from the demo: 40 s clogged, a switch to
+#                       64k, 12 s, a headless Chromium screenshot (DASHBOARD_PNG_ARGS)
 #
 # Extra arguments for loadtest/run.py go in LOADTEST_ARGS, e.g.
 #   make loadtest LOADTEST_ARGS="--partitions 4k,64k,whole --rounds 5"
@@ -25,7 +27,7 @@
 LOADTEST_PKGS := wrk gnuplot-nox nginx-light
 LOADTEST_RUN  := python3 loadtest/run.py
 
-.PHONY: loadtest-deps loadtest-attacks bench-pool demo
+.PHONY: loadtest-deps loadtest-attacks bench-pool demo dashboard-png
 
 # The probe parses responses with llhttp: the objects the server links (LL_OBJ).
 build/probe: loadtest/probe.c $(LL_OBJ)
@@ -70,6 +72,10 @@ loadtest-deps:
 DEMO_CMD := python3 loadtest/demo.py $(DEMO_ARGS)
 demo: build/unclog build/probe
 	@if [ -t 0 ]; then exec bash -mc '$(DEMO_CMD)'; else exec $(DEMO_CMD); fi
+
+# The demo's own state, as the talk shows it: loadtest/dashboard_png.py.
+dashboard-png: build/unclog build/probe
+	python3 loadtest/dashboard_png.py $(DASHBOARD_PNG_ARGS)
 
 # tests/integration/41_demo.t runs the demo and the probe.
 test test-asan: build/probe
