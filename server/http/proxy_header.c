@@ -52,12 +52,27 @@ static bool port_parse(const char *s, size_t len, uint16_t *port)
     return true;
 }
 
+/* Whether every byte of S[0..LEN) is one an address of FAMILY is written
+ * with: inet_pton reads only up to a NUL, and would take "192.0.2.7\0x"
+ * for 192.0.2.7. */
+static bool addr_chars(int family, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        bool digit = ch >= '0' && ch <= '9',
+             hex = (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F');
+        if (!digit && ch != '.' && !(family == AF_INET6 && (hex || ch == ':')))
+            return false;
+    }
+    return true;
+}
+
 /* An address of FAMILY in its canonical text (inet_pton refuses heading
  * zeroes in IPv4) into *OUT, which gets 4 or 16 bytes. */
 static bool addr_parse(int family, const char *s, size_t len, void *out)
 {
     char text[INET6_ADDRSTRLEN];
-    if (len >= sizeof text)
+    if (len >= sizeof text || !addr_chars(family, s, len))
         return false;
     memcpy(text, s, len);
     text[len] = '\0';
@@ -138,7 +153,10 @@ static int v2_parse(const uint8_t *p, size_t len, struct proxy_header *out)
 {
     if (len > 12 && (p[12] >> 4 != 2 || (p[12] & 0xF) > V2_PROXY))
         return -EINVAL; /* version 2, LOCAL or PROXY only */
-    if (len > 13 && (p[13] >> 4 > V2_UNIX || (p[13] & 0xF) > V2_DGRAM))
+    /* LOCAL: the receiver discards the address block, the family byte
+     * included (section 2.2), so any value is taken. */
+    bool local = len > 12 && (p[12] & 0xF) == V2_LOCAL;
+    if (len > 13 && !local && (p[13] >> 4 > V2_UNIX || (p[13] & 0xF) > V2_DGRAM))
         return -EINVAL;
     if (len < 16)
         return 0;
@@ -150,12 +168,12 @@ static int v2_parse(const uint8_t *p, size_t len, struct proxy_header *out)
     unsigned family = p[13] >> 4, proto = p[13] & 0xF;
     static const size_t need[] = {
         [V2_UNSPEC] = 0, [V2_INET] = 12, [V2_INET6] = 36, [V2_UNIX] = 216};
-    if (addr_len < need[family])
+    if (!local && addr_len < need[family])
         return -EINVAL; /* an address block shorter than its family's */
     const uint8_t *a = p + 16;
     memset(&out->source, 0, sizeof out->source);
     out->local = true;
-    if ((p[12] & 0xF) == V2_LOCAL || proto != V2_STREAM) {
+    if (local || proto != V2_STREAM) {
         /* LOCAL: the peer's own connection, the block ignored. Another
          * protocol than TCP falls back to UNSPEC, as the spec allows. */
     } else if (family == V2_INET) {

@@ -24,8 +24,9 @@
 
 struct proxy_header {
     /* The connection is the peer's own: a v2 LOCAL command (a health
-     * check), v1 UNKNOWN, or a family or protocol we serve as the peer
-     * (v2 UNSPEC, UNIX, DGRAM). SOURCE is then unset. */
+     * check; its family and address block, whatever they are, ignored), v1
+     * UNKNOWN, or a family or protocol we serve as the peer (v2 UNSPEC,
+     * UNIX, DGRAM). SOURCE is then unset: the header names no client. */
     bool local;
     struct sockaddr_storage source; /* else the client: AF_INET or AF_INET6, its port */
 };

@@ -93,6 +93,14 @@ static const struct v1_case v1_cases[] = {
     {"PROXY UNKNOWNX\r\n", -EINVAL, NULL},
     {"PROXY \r\n", -EINVAL, NULL},
     {"PROXY TCP4\r\n", -EINVAL, NULL},
+    /* Bytes outside the grammar (a NUL: v1_nul_cases): a tab, a letter, a
+     * sign, a scope. An IPv4 address as IPv6 text is IPv6's grammar. */
+    {"PROXY TCP4 203.0.113.5\t192.0.2.2 1 2\r\n", -EINVAL, NULL},
+    {"PROXY TCP4 203.0.113.5x 192.0.2.2 1 2\r\n", -EINVAL, NULL},
+    {"PROXY TCP4 203.0.113.5 192.0.2.2 -1 2\r\n", -EINVAL, NULL},
+    {"PROXY TCP6 2001:db8::g 2001:db8::1 1 2\r\n", -EINVAL, NULL},
+    {"PROXY TCP6 fe80::1%lo 2001:db8::1 1 2\r\n", -EINVAL, NULL},
+    {"PROXY TCP6 ::ffff:192.0.2.7 2001:db8::1 1 2\r\n", 45, "[::ffff:192.0.2.7]:1"},
     /* 107 bytes without a CRLF. */
     {"PROXY UNKNOWN ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff "
      "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff "
@@ -100,26 +108,56 @@ static const struct v1_case v1_cases[] = {
      -EINVAL, NULL},
 };
 
+/* Cases whose text holds a NUL, which strlen would cut (LEN is the
+ * literal's own): in each token, where inet_pton would stop at it; after
+ * UNKNOWN, where anything is ignored up to the CRLF (section 2.1). */
+struct v1_nul_case {
+    const char *text;
+    size_t len;
+    int want;
+    const char *source;
+};
+
+#define WITH_NUL(text) text, sizeof text - 1
+
+static const struct v1_nul_case v1_nul_cases[] = {
+    {WITH_NUL("PROXY TCP4 203.0.113.5\0JUNK 192.0.2.2 1 2\r\n"), -EINVAL, NULL},
+    {WITH_NUL("PROXY TCP4 203.0.113.5 192.0.2.2\0 1 2\r\n"), -EINVAL, NULL},
+    {WITH_NUL("PROXY TCP4 203.0.113.5 192.0.2.2 1\0 2\r\n"), -EINVAL, NULL},
+    {WITH_NUL("PROXY TCP6 2001:db8::7\0 2001:db8::1 1 2\r\n"), -EINVAL, NULL},
+    {WITH_NUL("PROXY TCP4\0"
+              "203.0.113.5 192.0.2.2 1 2\r\n"),
+     -EINVAL, NULL},
+    {WITH_NUL("PROXY UNKNOWN x\0y\r\n"), 19, "-"},
+};
+
+static void check_v1(const struct v1_case *t, size_t len)
+{
+    const uint8_t *p = (const uint8_t *)t->text;
+    char desc[256], got[80];
+    struct proxy_header h;
+    int rc = proxy_header_parse(p, len, &h);
+    int shown = (int)strcspn(t->text, "\r\n");
+    snprintf(desc, sizeof desc, "v1 whole: %.*s (%zu bytes)", shown, t->text, len);
+    is_int(rc, t->want, desc);
+    if (t->source != NULL && rc > 0)
+        is_str(source_text(&h, got, sizeof got), t->source, "  its source");
+    size_t at;
+    rc = fed_bytewise(p, len, &h, &at);
+    snprintf(desc, sizeof desc, "v1 byte by byte: %.*s (%zu bytes)", shown, t->text, len);
+    is_int(rc, t->want, desc);
+    if (t->want > 0)
+        is_int(at, t->want, "  whole at its last byte, not before");
+}
+
 static void test_v1(void)
 {
-    for (size_t i = 0; i < ARRAY_SIZE(v1_cases); i++) {
-        const struct v1_case *t = &v1_cases[i];
-        const uint8_t *p = (const uint8_t *)t->text;
-        size_t len = strlen(t->text);
-        char desc[256], got[80];
-        struct proxy_header h;
-        int rc = proxy_header_parse(p, len, &h);
-        int shown = (int)strcspn(t->text, "\r\n");
-        snprintf(desc, sizeof desc, "v1 whole: %.*s (%zu bytes)", shown, t->text, len);
-        is_int(rc, t->want, desc);
-        if (t->source != NULL && rc > 0)
-            is_str(source_text(&h, got, sizeof got), t->source, "  its source");
-        size_t at;
-        rc = fed_bytewise(p, len, &h, &at);
-        snprintf(desc, sizeof desc, "v1 byte by byte: %.*s (%zu bytes)", shown, t->text, len);
-        is_int(rc, t->want, desc);
-        if (t->want > 0)
-            is_int(at, t->want, "  whole at its last byte, not before");
+    for (size_t i = 0; i < ARRAY_SIZE(v1_cases); i++)
+        check_v1(&v1_cases[i], strlen(v1_cases[i].text));
+    for (size_t i = 0; i < ARRAY_SIZE(v1_nul_cases); i++) {
+        const struct v1_nul_case *t = &v1_nul_cases[i];
+        struct v1_case c = {t->text, t->want, t->source};
+        check_v1(&c, t->len);
     }
 }
 
@@ -183,6 +221,18 @@ static void test_v2(void)
     check_v2(buf, n, 16, "-", "LOCAL, no address");
     n = v2(buf, 0x20, 0x11, inet, 12);
     check_v2(buf, n, 28, "-", "LOCAL with an address: ignored");
+    /* LOCAL discards the block, the family with it (section 2.2): a
+     * family whose addresses would not fit, or none the spec names. */
+    n = v2(buf, 0x20, 0x11, inet, 8);
+    check_v2(buf, n, 24, "-", "LOCAL of TCP4 with 8 address bytes: taken, ignored");
+    n = v2(buf, 0x20, 0x21, NULL, 0);
+    check_v2(buf, n, 16, "-", "LOCAL of TCP6 with no address: taken");
+    n = v2(buf, 0x20, 0x31, NULL, 4);
+    check_v2(buf, n, 20, "-", "LOCAL of UNIX with 4 address bytes: taken");
+    n = v2(buf, 0x20, 0xFF, NULL, 0);
+    check_v2(buf, n, 16, "-", "LOCAL of family 15, protocol 15: taken");
+    n = v2(buf, 0x20, 0x11, NULL, PROXY_HEADER_MAX - 15);
+    check_v2(buf, n, -EINVAL, NULL, "LOCAL longer than PROXY_HEADER_MAX: refused");
     n = v2(buf, 0x21, 0x00, NULL, 0);
     check_v2(buf, n, 16, "-", "PROXY UNSPEC: the peer");
     n = v2(buf, 0x21, 0x12, inet, 12);
