@@ -521,10 +521,18 @@ static bool take_proxy_header(struct conn *c)
         return false;
     }
     c->proxy_wait = false;
+    c->proxy_len = 0; /* proxy_in[] now keeps the client's first bytes (sniff_first) */
     c->in_off += (size_t)n - had;
     c->in_len -= (size_t)n - had;
     if (h.local) {
-        c->env->proxy.local++; /* a health check: the balancer's own connection */
+        /* No client named (a health check, or a client the balancer cannot
+         * name, such as one on its unix socket): served, and counted as
+         * the balancer's own connection, but with none of the balancer's
+         * rights: who is behind it is unknown, so it is neither loopback
+         * nor under stats_from. */
+        c->env->proxy.local++;
+        c->loopback = false;
+        c->addr.family = 0;
         return true;
     }
     c->env->proxy.clients++;
@@ -535,8 +543,9 @@ static bool take_proxy_header(struct conn *c)
     return true;
 }
 
-/* C's peer sends no PROXY header: keeps the first bytes of its first
- * request, to tell one it sends anyway when its request fails to parse. */
+/* C's client (its peer, or the one a balancer's header named) sends no
+ * header of its own: keeps the first bytes of its first request, to tell
+ * one it sends anyway when its request fails to parse. */
 static void sniff_first(struct conn *c)
 {
     if (c->first_done || c->proxy_len >= PROXY_SNIFF)
@@ -544,12 +553,14 @@ static void sniff_first(struct conn *c)
     size_t take = PROXY_SNIFF - c->proxy_len;
     if (take > c->in_len)
         take = c->in_len;
-    memcpy(c->proxy_in + c->proxy_len, c->in, take);
+    memcpy(c->proxy_in + c->proxy_len, c->in + c->in_off, take);
     c->proxy_len += take;
 }
 
-/* Whether C's failed first request began as a PROXY header: from a peer
- * not under proxy_protocol_from it is refused, not answered. */
+/* Whether C's failed first request began as a PROXY header: from a client
+ * not entitled to send one (a peer not under proxy_protocol_from, or a
+ * client behind a balancer, after the balancer's header) it is refused,
+ * not answered. */
 static bool sent_unlisted_header(struct conn *c)
 {
     struct proxy_header h;
@@ -584,8 +595,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     c->in_len = (size_t)nread;
     if (c->proxy_peer && c->proxy_wait && !take_proxy_header(c))
         return;
-    if (!c->proxy_peer)
-        sniff_first(c);
+    sniff_first(c);
     if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN) {
         uint64_t now = uv_now(c->env->loop);
         c->deadline = body_deadline(c, now);

@@ -27,12 +27,13 @@ struct server *conn_server(struct conn *c);
  * share of the pool C's work uses. */
 uint64_t conn_flow(const struct conn *c);
 const struct request *conn_request(const struct conn *c);
-/* Whether the client connected from this machine (127/8, ::1, ::ffff:127/104). */
+/* Whether the client connected from this machine (127/8, ::1, ::ffff:127/104):
+ * never for a balancer's connection whose PROXY header names no client. */
 bool conn_peer_loopback(const struct conn *c);
 struct addr_prefix;
 /* The client's whole address (an IPv4 one mapped into IPv6 as IPv4), for
  * matching it against prefixes (addr_prefix_contains); family 0 when the
- * peer is not an IP one. */
+ * peer is not an IP one, or a balancer's PROXY header names no client. */
 const struct addr_prefix *conn_peer_addr(const struct conn *c);
 
 /* Keeps C alive across threadpool work the handler started; every hold is

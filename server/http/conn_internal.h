@@ -192,9 +192,9 @@ struct conn {
     struct pump_turn send;
     /* The PROXY protocol. From a peer under proxy_protocol_from
      * (proxy_peer), input goes to proxy_in[] until its header is whole
-     * (while proxy_wait); from any other, proxy_in[] keeps the first bytes
-     * of its first request (PROXY_SNIFF), to tell a PROXY header it was not
-     * entitled to send. */
+     * (while proxy_wait); then, or from any other peer, proxy_in[] keeps
+     * the first bytes of the client's first request (PROXY_SNIFF), to tell
+     * a PROXY header it was not entitled to send. */
     bool proxy_peer, proxy_wait;
     bool first_done; /* the connection's first request was dispatched */
     size_t proxy_len;
