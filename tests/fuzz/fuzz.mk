@@ -13,6 +13,9 @@
 #   strict  the strict checks, split-invariance of the line-discipline scan
 #   range   Range, If-* and HTTP-date parsing
 #   proxy   the PROXY protocol header, the same verdict however it is split
+#   relay   a load balancer's connection (over TCP on loopback, from an address
+#           under proxy_protocol_from): the PROXY intake, then as conn; and the
+#           same answers whether the bytes come whole or in pieces
 #
 # Seeds are in tests/fuzz/corpus/<target>/ and are only read; what libFuzzer
 # finds goes to build/fuzz/corpus/<target>/, crashes to build/fuzz/crashes/.
@@ -21,7 +24,7 @@
 
 FUZZ_CC      ?= clang-14
 FUZZ_TIME    ?= 60
-FUZZ_TARGETS := conn path config strict range proxy
+FUZZ_TARGETS := conn path config strict range proxy relay
 FUZZ_CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                 -fno-sanitize-recover=all -fsanitize=fuzzer-no-link
 FUZZ_LL_OBJ  := $(addprefix build/fuzz/obj/llhttp/,$(addsuffix .o,$(LLHTTP_C)))
@@ -29,7 +32,7 @@ FUZZ_OBJ     := $(call objs,build/fuzz/obj,$(CORE_SRC)) $(FUZZ_LL_OBJ)
 FUZZ_BIN     := $(addprefix build/fuzz/fuzz_,$(FUZZ_TARGETS))
 # -timeout: an input that takes this long is a hang; -rss_limit_mb: a leak.
 FUZZ_ARGS    := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-FUZZ_DICTED  := conn range
+FUZZ_DICTED  := conn range relay
 
 .PHONY: fuzz fuzz-smoke fuzz-regress fuzz-build
 # Objects reached only through the pattern rule below: keep them.
