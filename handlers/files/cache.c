@@ -164,7 +164,7 @@ void cache_unwatch(struct cache *cache, int wd)
 }
 
 void cache_insert(struct cache *cache, const char *key, int wd, const struct stat *st,
-                  const char *type, char *body, uint64_t gen, uint64_t now_ms)
+                  const char *type, bool hidden, char *body, uint64_t gen, uint64_t now_ms)
 {
     size_t size = (size_t)st->st_size;
     bool shared = find_wd(cache, wd) != NULL; /* the same inode under another name */
@@ -187,6 +187,7 @@ void cache_insert(struct cache *cache, const char *key, int wd, const struct sta
     e->wd = wd;
     e->st = *st;
     e->type = type;
+    e->hidden = hidden;
     e->body = body;
     e->expires_ms = now_ms + CACHE_VALID_MS;
     e->next_key = cache->by_key[e->hash % NBUCKETS];

@@ -35,6 +35,7 @@ struct cache_entry {
     uint64_t expires_ms;
     struct stat st;
     const char *type; /* Content-Type, from the static MIME table */
+    bool hidden;      /* the file's resolved path is hidden: served only with dotfiles on */
     char *body;       /* st.st_size bytes; owned */
 };
 
@@ -74,11 +75,12 @@ uint64_t cache_drain(struct cache *cache);
  * cache only if PATH still names the file read after the watch is in. */
 int cache_watch(int inotify_fd, const char *path);
 
-/* Adds KEY -> BODY (taken) with the file's ST, TYPE and watch WD, unless
- * a change was seen since GEN, WD already belongs to another entry, or it
- * does not fit; then BODY is freed (and WD unwatched when unused). */
+/* Adds KEY -> BODY (taken) with the file's ST, TYPE, HIDDEN (its resolved
+ * path is hidden) and watch WD, unless a change was seen since GEN, WD
+ * already belongs to another entry, or it does not fit; then BODY is freed
+ * (and WD unwatched when unused). */
 void cache_insert(struct cache *cache, const char *key, int wd, const struct stat *st,
-                  const char *type, char *body, uint64_t gen, uint64_t now_ms);
+                  const char *type, bool hidden, char *body, uint64_t gen, uint64_t now_ms);
 
 /* Whether a body of SIZE bytes would be cached, and evict nothing: the
  * cache is on, takes files that large, and has that much room. */

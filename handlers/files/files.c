@@ -50,7 +50,7 @@ struct open_job {
     const char *root; /* the server's realpath'ed root, immutable while running */
     size_t root_len;
     bool want_dir, want_gz, want_listing, gzip_possible;
-    bool dotfiles;              /* hidden names listed */
+    bool dotfiles;              /* hidden names served and listed */
     size_t gzip_listing_min;    /* a listing this big or bigger is gzipped (0: never) */
     struct zstate *zs;          /* the list job's zlib state, if it may gzip; or NULL */
     int inotify_fd;             /* the cache's, or -1: the body is not for the cache */
@@ -63,6 +63,7 @@ struct open_job {
     int err;
     bool redirect;
     bool no_index; /* a directory without index.html, and listing off */
+    bool hidden;   /* a path it opened led to a hidden name (dotfiles on) */
     struct file f;
     int wd;        /* inotify watch on the file, or -1 */
     char *body;    /* its body, for the cache */
@@ -93,17 +94,26 @@ static struct cache *file_cache(const struct server *srv)
     return &state_of(srv)->cache;
 }
 
-/* realpath, refuse anything outside the root, open, fstat into FD and ST. */
+/* realpath, refuse anything outside the root and, with dotfiles off,
+ * anything hidden where it leads, open, fstat into FD and ST. */
 static int open_beneath(struct open_job *j, const char *path, int *fd, struct stat *st)
 {
     char *real = j->real;
     if (realpath(path, real) == NULL)
         return -errno;
     /* Symlinks are followed only while they stay under the root. */
-    bool inside = strncmp(real, j->root, j->root_len) == 0 &&
-                  (real[j->root_len] == '/' || real[j->root_len] == '\0' || j->root_len == 1);
-    if (!inside)
+    const char *relative = path_beneath(real, j->root, j->root_len);
+    if (relative == NULL)
         return -EACCES;
+    /* Hidden is where the path leads, not how it is spelled: a link to .env,
+     * or through a link to .git/, is .env or .git/ (the loop checked only
+     * the spelling). Absent, as the name itself would be. realpath() has
+     * already walked every link, so knowing costs a scan of its result. */
+    if (path_hidden(relative)) {
+        if (!j->dotfiles)
+            return -ENOENT;
+        j->hidden = true;
+    }
     /* O_NONBLOCK: a FIFO in the root must not hang a worker in open(). */
     *fd = open(real, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
     if (*fd < 0)
@@ -215,7 +225,7 @@ static void list_work(struct gateway_job *job)
     struct open_job *j = container_of(job, struct open_job, job);
     char shown[PATH_MAX + 2];
     snprintf(shown, sizeof shown, "/%s%s", j->relative, j->relative[0] ? "/" : "");
-    j->listing = listing_build(j->path, shown, j->dotfiles, &j->listing_len);
+    j->listing = listing_build(j->path, shown, j->dotfiles ? NULL : j->root, &j->listing_len);
     j->err = j->listing ? 0 : -errno;
     if (j->listing == NULL || j->gzip_listing_min == 0 || j->listing_len < j->gzip_listing_min)
         return;
@@ -579,8 +589,8 @@ static void open_after_work(struct gateway_job *job, int status)
         char key[PATH_MAX + 2];
         cache_key(j, key, sizeof key);
         if (j->err == 0 && j->body != NULL)
-            cache_insert(file_cache(srv), key, j->wd, &j->f.st, mime_type(j->path), j->body,
-                         j->cache_gen, server_now_ms(srv));
+            cache_insert(file_cache(srv), key, j->wd, &j->f.st, mime_type(j->path), j->hidden,
+                         j->body, j->cache_gen, server_now_ms(srv));
         else
             cache_unwatch(file_cache(srv), j->wd);
     } else {
@@ -605,7 +615,11 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
     if (pump_loop_new_pass(server_pump_env(srv)->sender, &st->cache_pass))
         cache_drain(&st->cache);
     const struct cache_entry *e = cache_lookup(&st->cache, key, server_now_ms(srv));
-    if (e == NULL || (gzip_possible && compressible(e->type, files_config_of(srv)->gzip_types)))
+    const struct files_config *cfg = files_config_of(srv);
+    if (e == NULL || (gzip_possible && compressible(e->type, cfg->gzip_types)))
+        return false;
+    /* Kept while dotfiles was on (a reload turned it off): the pool refuses it. */
+    if (e->hidden && !cfg->dotfiles)
         return false;
     struct file f = {.st = e->st, .fd = -1, .body = e->body, .gz_fd = -1};
     send_file(c, &f, e->type);
@@ -629,11 +643,11 @@ static size_t first_piece(struct server *srv, const struct files_config *cfg, ui
 /* Answers J on the loop when its file is in the page cache: opened there
  * (or found open by an earlier request in the same turn: pump_loop_open),
  * with the pool's rules: beneath the root, a symlink followed only while
- * it stays there, none at the end (the pool decides those), no FIFO waited
- * for; and its body read there if it fits the first piece (a larger one
- * goes to the pump, which reads it on the pool). Returns true when it
- * answered; else the pool opens the file (an error is the pool's to
- * answer, with its status and log line). */
+ * it stays there, none at the end (the pool decides those), and none at
+ * all with dotfiles off, no FIFO waited for; and its body read there if it
+ * fits the first piece (a larger one goes to the pump, which reads it on
+ * the pool). Returns true when it answered; else the pool opens the file
+ * (an error is the pool's to answer, with its status and log line). */
 static bool serve_on_loop(struct conn *c, struct open_job *j, const struct request *req,
                           const struct files_config *cfg)
 {
@@ -642,6 +656,12 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
     struct pump_env *env = server_pump_env(srv);
     struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
                            .resolve = RESOLVE_CACHED | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+    /* With dotfiles off, where a link leads may be hidden: a path with a
+     * link goes to the pool, whose realpath() knows (and the cache then
+     * keeps what it allowed). Knowing here would cost every open on the
+     * loop a readlink of /proc/self/fd/N; this costs nothing without links. */
+    if (!cfg->dotfiles)
+        how.resolve |= RESOLVE_NO_SYMLINKS;
     struct file f = {.gz_fd = -1};
     /* The turn's fd: not closed here, kept (pump_loop_keep) if the
      * response reads it later. */
@@ -748,6 +768,7 @@ static int files_on_request(struct conn *c, const struct request *req)
     j->err = 0;
     j->redirect = false;
     j->no_index = false;
+    j->hidden = false;
     j->listing = NULL;
     j->listing_gz = false;
     j->gzip_listing_min = j->gzip_possible && listing_varies(srv) ? cfg->gzip_min_size : 0;
@@ -828,7 +849,8 @@ static const struct config_key files_keys[] = {
     {"listing", CONFIG_BOOL, CONFIG_FIELD(struct files_config, listing), 0, 0, "off", "on|off",
      "HTML listing of directories without index.html", CONFIG_RELOAD, NULL},
     {"dotfiles", CONFIG_BOOL, CONFIG_FIELD(struct files_config, dotfiles), 0, 0, "off", "on|off",
-     "serve and list names starting with '.' (off: 404, but /.well-known/ is served)",
+     "serve and list names starting with '.' (off: 404, a symlink to one too, but /.well-known/ "
+     "is served)",
      CONFIG_RELOAD, NULL},
     {"gzip_files", CONFIG_BOOL, CONFIG_FIELD(struct files_config, gzip_files), 0, 0, "on", "on|off",
      "gzip compressible files on the fly when the client accepts it", CONFIG_LIVE, NULL},

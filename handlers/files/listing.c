@@ -90,9 +90,33 @@ static bool hidden(const char *url_path, const char *name)
     return n < 0 || (size_t)n >= sizeof relative || path_hidden(relative);
 }
 
+/* Whether entry DE of directory DIR is a symlink that leads to a hidden
+ * name under ROOT (a link to .env, to .git/, to another such link). One
+ * that leads nowhere or out of the root is judged by its name alone:
+ * serving it fails anyway. */
+static bool leads_hidden(const char *dir, const struct dirent *de, const char *root)
+{
+    if (de->d_type != DT_LNK && de->d_type != DT_UNKNOWN)
+        return false;
+    char path[PATH_MAX], real[PATH_MAX];
+    size_t dir_len = strlen(dir);
+    const char *sep = dir_len > 0 && dir[dir_len - 1] == '/' ? "" : "/";
+    int n = snprintf(path, sizeof path, "%s%s%s", dir, sep, de->d_name);
+    if (n < 0 || (size_t)n >= sizeof path)
+        return true;
+    struct stat st;
+    if (de->d_type == DT_UNKNOWN && (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode)))
+        return false;
+    if (realpath(path, real) == NULL)
+        return false;
+    const char *relative = path_beneath(real, root, strlen(root));
+    return relative != NULL && path_hidden(relative);
+}
+
 /* Reads DIR's entries (all but "." and "..", and hidden ones unless
- * DOTFILES). Returns the count or -errno. */
-static long read_entries(const char *dir, const char *url_path, bool dotfiles, struct entry **out)
+ * HIDE_ROOT is NULL). Returns the count or -errno. */
+static long read_entries(const char *dir, const char *url_path, const char *hide_root,
+                         struct entry **out)
 {
     DIR *d = opendir(dir);
     if (d == NULL)
@@ -104,7 +128,7 @@ static long read_entries(const char *dir, const char *url_path, bool dotfiles, s
     while (n < ENTRIES_MAX && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (!dotfiles && hidden(url_path, de->d_name))
+        if (hide_root != NULL && (hidden(url_path, de->d_name) || leads_hidden(dir, de, hide_root)))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 64;
@@ -141,10 +165,10 @@ static long read_entries(const char *dir, const char *url_path, bool dotfiles, s
     return (long)n;
 }
 
-char *listing_build(const char *dir, const char *url_path, bool dotfiles, size_t *len)
+char *listing_build(const char *dir, const char *url_path, const char *hide_root, size_t *len)
 {
     struct entry *list = NULL;
-    long n = read_entries(dir, url_path, dotfiles, &list);
+    long n = read_entries(dir, url_path, hide_root, &list);
     if (n < 0) {
         errno = (int)-n;
         return NULL;

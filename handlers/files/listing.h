@@ -9,10 +9,12 @@
  * URL_PATH (decoded, with its trailing '/'): directories first, then
  * files, each group sorted by name; directories marked with '/'; sizes
  * readable ("8.0 KiB", the byte count in a title) and modification dates;
- * names HTML-escaped and links percent-encoded; hidden names (path_hidden)
- * only with DOTFILES. Blocking: runs on the pool.
+ * names HTML-escaped and links percent-encoded. With HIDE_ROOT, the
+ * resolved root, hidden names (path_hidden) are left out, and so are
+ * symlinks that lead to one under HIDE_ROOT (as the files handler refuses
+ * them); NULL lists every name (dotfiles on). Blocking: runs on the pool.
  * Returns a malloc'd page and its length, or NULL with errno set. */
-char *listing_build(const char *dir, const char *url_path, bool dotfiles, size_t *len);
+char *listing_build(const char *dir, const char *url_path, const char *hide_root, size_t *len);
 
 /* Gzips the LEN bytes of PAGE in one go (the listing is whole in memory)
  * on Z, a deflate state set up with a gzip wrapper and not used since its

@@ -91,6 +91,17 @@ bool path_hidden(const char *relative)
     return false;
 }
 
+const char *path_beneath(const char *real, const char *root, size_t root_len)
+{
+    if (strncmp(real, root, root_len) != 0)
+        return NULL;
+    if (root_len == 1) /* "/": every absolute path is under it */
+        return real + 1;
+    if (real[root_len] == '\0')
+        return real + root_len;
+    return real[root_len] == '/' ? real + root_len + 1 : NULL;
+}
+
 bool path_encode(const char *path, char *out, size_t size)
 {
     static const char safe[] = "-._~/!$&'()*+,;=:@";

@@ -17,6 +17,12 @@ int path_resolve(const char *target, char *out, size_t size, bool *dir);
  * segment ".well-known" (RFC 8615) is not hidden itself. */
 bool path_hidden(const char *relative);
 
+/* The part of REAL, a resolved absolute path (realpath: no symlink, "." or
+ * ".."), under ROOT, ROOT_LEN bytes, itself resolved: "" for the root,
+ * "a/b" for ROOT/a/b; NULL when REAL is not under ROOT ("/srv/wwwx" is not
+ * under "/srv/www"). Points into REAL. */
+const char *path_beneath(const char *real, const char *root, size_t root_len);
+
 /* Percent-encodes PATH for a Location header or a link into OUT.
  * Returns false when OUT is too small. */
 bool path_encode(const char *path, char *out, size_t size);

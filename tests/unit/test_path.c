@@ -1,5 +1,6 @@
 /* Request-target -> path under the root. */
 #include <errno.h>
+#include <string.h>
 
 #include "handlers/files/path.h"
 #include "tests/tap.h"
@@ -78,6 +79,31 @@ int main(void)
         snprintf(desc, sizeof desc, "\"%s\" %s", hidden[i].relative,
                  hidden[i].hidden ? "hidden" : "not hidden");
         is_int(path_hidden(hidden[i].relative), hidden[i].hidden, desc);
+    }
+
+    static const struct {
+        const char *real, *root, *relative; /* NULL: not under the root */
+    } beneath[] = {
+        {"/srv/www", "/srv/www", ""},
+        {"/srv/www/a", "/srv/www", "a"},
+        {"/srv/www/.git/config", "/srv/www", ".git/config"},
+        {"/srv/wwwx", "/srv/www", NULL},
+        {"/srv/wwwx/a", "/srv/www", NULL},
+        {"/srv", "/srv/www", NULL},
+        {"/etc/passwd", "/srv/www", NULL},
+        {"/", "/", ""},
+        {"/.env", "/", ".env"},
+        {"/a/b", "/", "a/b"},
+    };
+    for (size_t i = 0; i < sizeof beneath / sizeof beneath[0]; i++) {
+        char desc[128];
+        const char *rel = path_beneath(beneath[i].real, beneath[i].root, strlen(beneath[i].root));
+        snprintf(desc, sizeof desc, "\"%s\" under \"%s\": %s", beneath[i].real, beneath[i].root,
+                 beneath[i].relative ? beneath[i].relative : "(not under)");
+        if (beneath[i].relative == NULL)
+            ok(rel == NULL, desc);
+        else
+            is_str(rel ? rel : "(not under)", beneath[i].relative, desc);
     }
 
     char enc[64];
