@@ -94,6 +94,21 @@ static struct cache *file_cache(const struct server *srv)
     return &state_of(srv)->cache;
 }
 
+/* Opens REAL, a realpath() result that was judged, through no symlink: a
+ * directory on it exchanged for a link since realpath() fails (ELOOP)
+ * instead of leading somewhere unjudged (out of the root, or to .git/). A
+ * kernel without openat2 gets O_NOFOLLOW, which guards the last component
+ * only. O_NONBLOCK: a FIFO in the root must not hang a worker in open(). */
+static int open_resolved(const char *real)
+{
+    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
+                           .resolve = RESOLVE_NO_SYMLINKS};
+    long fd = syscall(SYS_openat2, AT_FDCWD, real, &how, sizeof how);
+    if (fd < 0 && errno == ENOSYS)
+        fd = open(real, (int)how.flags);
+    return (int)fd;
+}
+
 /* realpath, refuse anything outside the root and, with dotfiles off,
  * anything hidden where it leads, open, fstat into FD and ST. */
 static int open_beneath(struct open_job *j, const char *path, int *fd, struct stat *st)
@@ -114,8 +129,7 @@ static int open_beneath(struct open_job *j, const char *path, int *fd, struct st
             return -ENOENT;
         j->hidden = true;
     }
-    /* O_NONBLOCK: a FIFO in the root must not hang a worker in open(). */
-    *fd = open(real, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    *fd = open_resolved(real);
     if (*fd < 0)
         return -errno;
     if (fstat(*fd, st) < 0)
