@@ -12,7 +12,10 @@
  * idle keep-alive connection, or on a new one up to --max-conns, so one
  * stuck response does not hold back the next send.
  *
- * Only 127.0.0.1 is reachable: this is a load-test tool, not a client.
+ * Only the project's own test hosts are reachable: 127.0.0.1 by default, and
+ * with --host an address in 127/8 or in 192.0.2.0/24 (TEST-NET-1, never
+ * routed: the addresses make loadtest-cluster gives the hosts it makes in
+ * network namespaces). This is a load-test tool, not a client.
  *
  * Responses are parsed with llhttp, the server's own parser, in strict mode.
  *
@@ -35,7 +38,8 @@
  * server closed again at once: it holds connections and asks nothing.
  *
  * For the attacks between clients: --from binds every connection to a
- * source address in 127/8, so that the server sees distinct clients;
+ * source address in 127/8 (or 192.0.2.0/24), so that the server sees
+ * distinct clients;
  * --files K replaces the path's '*' with 0 .. K-1 in turn (a flood over K
  * distinct files); --close asks for a new connection per request.
  */
@@ -79,6 +83,7 @@ struct options {
     bool close;          /* Connection: close on every request */
     long files;          /* > 0: the path's '*' is 0 .. files-1 in turn */
     const char *from;    /* source address, or NULL for the kernel's choice */
+    const char *host;    /* the server's address (default 127.0.0.1) */
 };
 
 enum outcome { OUTCOME_PENDING, OUTCOME_OK, OUTCOME_ERROR, OUTCOME_TIMEOUT };
@@ -176,7 +181,10 @@ static void usage(FILE *out)
             "  --hog CONNS      hold CONNS connections, one GET on each every --hog-interval\n"
             "  --hog-interval S seconds between a held connection's requests (default 3)\n"
             "  --hog-silent     hold them without a request; reopen what closes at once\n"
-            "  --from ADDR      bind connections to this source address (127.x.y.z)\n"
+            "  --host ADDR      the server's address: 127.x.y.z (default 127.0.0.1) or\n"
+            "                   192.0.2.x (the test hosts of make loadtest-cluster)\n"
+            "  --from ADDR      bind connections to this source address (127.x.y.z or\n"
+            "                   192.0.2.x)\n"
             "  --files K        the path's '*' becomes 0 .. K-1 in turn: K distinct files\n"
             "  --close          Connection: close on each request (a new connection each)\n");
 }
@@ -507,7 +515,7 @@ static struct conn *conn_open_at(struct probe *p, int slot)
     p->opened++;
     uv_tcp_nodelay(&c->tcp, 1);
     struct sockaddr_in addr;
-    uv_ip4_addr("127.0.0.1", p->opt.port, &addr);
+    uv_ip4_addr(p->opt.host, p->opt.port, &addr);
     if (p->opt.from != NULL && bind_from(c) < 0) {
         conn_close(c);
         return NULL;
@@ -942,10 +950,17 @@ static bool parse_number(const char *s, double min, double max, double *out)
     return true;
 }
 
+/* Whether ADDR is one of the test hosts the probe may reach or bind: 127/8, 192.0.2.0/24. */
+static bool test_host(const char *addr)
+{
+    return strncmp(addr, "127.", 4) == 0 || strncmp(addr, "192.0.2.", 8) == 0;
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.mode = MODE_GET,
                           .path = "/",
+                          .host = "127.0.0.1",
                           .rate = 200,
                           .duration = 10,
                           .timeout = 10,
@@ -1009,7 +1024,10 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->files = (long)x;
         } else if (strcmp(a, "--from") == 0) {
             o->from = v;
-            ok = strncmp(v, "127.", 4) == 0;
+            ok = test_host(v);
+        } else if (strcmp(a, "--host") == 0) {
+            o->host = v;
+            ok = test_host(v);
         } else {
             ok = false;
         }
@@ -1062,6 +1080,11 @@ int main(int argc, char **argv)
     /* A server closing mid-write must surface as EPIPE, not kill the probe. */
     signal(SIGPIPE, SIG_IGN);
     p->loop = uv_default_loop();
+    struct sockaddr_in host;
+    if (uv_ip4_addr(p->opt.host, 0, &host) < 0) {
+        fprintf(stderr, "probe: --host %s: not an IPv4 address\n", p->opt.host);
+        return 2;
+    }
     if (p->opt.from != NULL && uv_ip4_addr(p->opt.from, 0, &p->from) < 0) {
         fprintf(stderr, "probe: --from %s: not an IPv4 address\n", p->opt.from);
         return 2;

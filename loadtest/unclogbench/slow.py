@@ -1,9 +1,11 @@
 """The slow attacker of scenario 4, run as its own (pinned) process.
 
     python3 slow.py --port P --from ADDR --shape head|body|read [--conns N]
-                    [--path PATH] [--interval S] [--duration S] [--every S]
+                    [--path PATH] [--interval S] [--duration S] [--every S] [--host ADDR]
 
-Holds --conns connections from ADDR to 127.0.0.1:P, each reopened as soon as
+Holds --conns connections from ADDR to 127.0.0.1:P (or --host's address:
+127/8, or 192.0.2.0/24, the test hosts make loadtest-cluster makes in
+network namespaces; ADDR likewise), each reopened as soon as
 the server closes it, and on each, every --interval seconds (the connections
 spread over the interval):
 
@@ -76,7 +78,7 @@ class Attacker:
         self.counts["conns_opened"] += 1
         try:
             s.bind((self.args.source, 0))
-            rc = s.connect_ex(("127.0.0.1", self.args.port))
+            rc = s.connect_ex((self.args.host, self.args.port))
         except OSError:
             rc = -1
         if rc not in (0, errno.EINPROGRESS):
@@ -255,6 +257,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--from", dest="source", default="127.0.0.1")
+    ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--shape", choices=("head", "body", "read"), required=True)
     ap.add_argument("--conns", type=int, default=4500)
     ap.add_argument("--path", default="/1k.bin")
@@ -262,8 +265,9 @@ def main():
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--every", type=float, default=0.0)
     args = ap.parse_args()
-    if not args.source.startswith("127."):
-        sys.exit("slow.py: --from must be in 127/8: this is a load-test tool")
+    for what, addr in (("--from", args.source), ("--host", args.host)):
+        if not addr.startswith(("127.", "192.0.2.")):
+            sys.exit(f"slow.py: {what} must be in 127/8 or 192.0.2.0/24: this is a load-test tool")
     if not raise_nofile(args.conns + 64):
         sys.exit(f"slow.py: {args.conns} connections need {args.conns + 64} fds; "
                  f"RLIMIT_NOFILE's hard limit is {resource.getrlimit(resource.RLIMIT_NOFILE)[1]}")
