@@ -7,6 +7,8 @@
 #   make test-tsan    the pool's integration tests against a ThreadSanitizer build
 #   make deps         install the Debian packages the build needs (root)
 #   make loadtest     the fairness experiment, quick pass (see loadtest/README.md)
+#   make loadtest-cluster  three unclog machines behind HAProxy in network
+#                     namespaces (root): attacks, slow links, a backend lost, a rolling restart
 #   make format-check clang-format dry run
 #   make clean        build/; make distclean: the load tests' fixtures too (~340 MB)
 #   make tools        every binary and page a documented target builds (CI)

@@ -6,6 +6,10 @@
 #   make loadtest-full  whole partition sweep + nginx/Node.js peers
 #   make loadtest-attacks  only the attacks between clients of loadtest-full
 #                       (scenario 4: unclog and the peers, three rounds)
+#   make loadtest-cluster  three unclog machines behind HAProxy in network
+#                       namespaces (root): the attacks through the balancer, rate-
+#                       limited hosts, a backend killed, a rolling restart (about
+#                       6 minutes; LOADTEST_ARGS="--parts kill,rolling", "--attacks hog")
 #   make bench          unclog vs nginx, req/s and MB/s side by side
 #   make bench-pool     the clogging experiment at the pool level, through the
 #                       gateway without HTTP: fifo and fair, piece sizes, auto
@@ -27,7 +31,7 @@
 LOADTEST_PKGS := wrk gnuplot-nox nginx-light
 LOADTEST_RUN  := python3 loadtest/run.py
 
-.PHONY: loadtest-deps loadtest-attacks bench-pool demo dashboard-png
+.PHONY: loadtest-deps loadtest-attacks loadtest-cluster bench-pool demo dashboard-png
 
 # The probe parses responses with llhttp: the objects the server links (LL_OBJ).
 build/probe: loadtest/probe.c $(LL_OBJ)
@@ -46,6 +50,10 @@ loadtest-attacks: build/unclog build/probe
 
 bench: build/unclog build/probe
 	$(LOADTEST_RUN) bench $(LOADTEST_ARGS)
+
+# loadtest/cluster.py: namespaces, haproxy and tc; it says why when it cannot run.
+loadtest-cluster: build/unclog build/probe
+	python3 loadtest/cluster.py $(LOADTEST_ARGS)
 
 # The gateway and what it needs: the rooms below it, whole (Makefile: ROOM_SRC).
 POOL_OBJ := $(call objs,build/obj,$(BASE_ROOM_SRC) $(POOL_ROOM_SRC))
