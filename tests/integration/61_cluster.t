@@ -34,7 +34,7 @@ import threading
 from harness import (REPO, Conn, Server, diag, gunzip, is_, note, ok, poll, random_bytes, run,
                      skip_test, terminate, text_bytes)
 
-PREFIX = "uc60-%d" % os.getpid()
+PREFIX = "uc61-%d" % os.getpid()
 BALANCER = "192.0.2.2"  # docs/haproxy.cfg's own addresses
 WEBS = {"web1": "192.0.2.11", "web2": "192.0.2.12"}
 PORT = 8080
