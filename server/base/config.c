@@ -668,11 +668,52 @@ static bool is_config_flag(const char *arg)
     return strcmp(arg, "-c") == 0 || strcmp(arg, "--config") == 0;
 }
 
+/* Whether ARG is an option rather than the value of the flag before it:
+ * anything that starts with "--", or one of the short options. So a flag
+ * left without its value ("--root --listing on") is refused instead of
+ * taking the next option as its value; a value that really starts with
+ * "-" is written after '=' ("--root=-dir"). A lone "-" (the access log's
+ * standard output) is a value. */
+static bool is_option(const char *arg)
+{
+    static const char *const shorts[] = {"-c", "-h", "-V"};
+    if (strncmp(arg, "--", 2) == 0)
+        return true;
+    for (size_t i = 0; i < ARRAY_SIZE(shorts); i++) {
+        if (strcmp(arg, shorts[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The value that follows the flag at ARGV[I], or NULL when the flag is
+ * last or an option follows it. */
+static const char *next_value(int argc, char **argv, int i)
+{
+    return i + 1 < argc && !is_option(argv[i + 1]) ? argv[i + 1] : NULL;
+}
+
+/* Puts in ERR why FLAG (LEN bytes, as typed, at ARGV[I]) has no WHAT: it is
+ * last, or an option follows it. */
+static void fail_no_value(char err[CONFIG_ERR_MAX], const char *flag, int len, const char *what,
+                          int argc, char **argv, int i)
+{
+    if (i + 1 == argc)
+        fail(err, "%.*s: needs a %s", len, flag, what);
+    else if (strcmp(what, "value") == 0)
+        fail(err,
+             "%.*s: needs a value, not the option %s (a value that starts with - goes after "
+             "'=': %.*s=VALUE)",
+             len, flag, argv[i + 1], len, flag);
+    else
+        fail(err, "%.*s: needs a %s, not the option %s", len, flag, what, argv[i + 1]);
+}
+
 const char *config_cli_file(int argc, char **argv)
 {
     const char *file = NULL;
     for (int i = 1; i < argc; i++) {
-        if (is_config_flag(argv[i]) && i + 1 < argc)
+        if (is_config_flag(argv[i]) && next_value(argc, argv, i) != NULL)
             file = argv[++i];
         else if (strncmp(argv[i], "--config=", 9) == 0)
             file = argv[i] + 9;
@@ -716,10 +757,11 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
             return 0;
         }
         if (is_config_flag(arg)) {
-            if (++i == argc) {
-                fail(err, "%s: needs a file", arg);
+            if (next_value(argc, argv, i) == NULL) {
+                fail_no_value(err, arg, (int)strlen(arg), "file", argc, argv, i);
                 return -1;
             }
+            i++;
             continue;
         }
         if (strncmp(arg, "--config=", 9) == 0)
@@ -756,13 +798,15 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
                 fail(err, "unknown option '%.*s' (see --help)", (int)len, arg);
             return -1;
         }
-        const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         /* Errors name the flag as it was typed: --gzip-partition, or
          * --gzip_partition, which is accepted too. */
+        const char *value = eq ? eq + 1 : next_value(argc, argv, i);
         if (value == NULL) {
-            fail(err, "%s: needs a value", arg);
+            fail_no_value(err, arg, (int)len, "value", argc, argv, i);
             return -1;
         }
+        if (eq == NULL)
+            i++;
         if (set_field(field_of(cfg, r), r.key, value, msg) != 0) {
             fail(err, "%.*s: %s", (int)len, arg, msg);
             return -1;
@@ -854,7 +898,8 @@ void config_usage(const struct config *cfg, FILE *out, const char *argv0)
             "usage: %s [OPTIONS] [DIR]\n"
             "Serves DIR (or the configured root) over HTTP/1.1, reading files through the\n"
             "libuv threadpool in partitions. Every option with a value is also a key of\n"
-            "the configuration file: --gzip-partition 64k is gzip_partition = 64k.\n\n",
+            "the configuration file: --gzip-partition 64k is gzip_partition = 64k, or\n"
+            "--gzip-partition=64k: the form for a value that starts with -.\n\n",
             argv0);
     entry(out, "  -c, --config FILE", "configuration file (default conf/unclog.conf if present)");
     for (size_t i = 0; (k = config_key_at(cfg, i)) != NULL; i++) {

@@ -242,8 +242,10 @@ int config_load_file(struct config *cfg, const char *path, char err[CONFIG_ERR_M
 const char *config_cli_file(int argc, char **argv);
 
 /* Applies every command-line flag (--key VALUE, --key=VALUE, a positional
- * DIR as root) over CFG, skipping -c. Returns 0 with *ACTION set, or -1 with a
- * message in ERR. */
+ * DIR as root) over CFG, skipping -c. A flag that is last, or followed by an
+ * option (--anything, -c, -h, -V), has no value: that is an error, so a value
+ * that starts with '-' is written --key=VALUE. Returns 0 with *ACTION set, or
+ * -1 with a message in ERR. */
 int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_action *action,
                      char err[CONFIG_ERR_MAX]);
 

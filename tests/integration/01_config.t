@@ -3,15 +3,16 @@
 # config file (keys, comments, size suffixes, `whole`), flags overriding the
 # file, the positional DIR, and the fatal errors with exit status 2:
 # `FILE:LINE: message`, or `--flag: message` with the flag as it was typed;
-# `listen` among them (localhost:PORT served, host names refused), while a
-# bind failure is exit status 1.
+# `listen` among them (localhost:PORT served, host names refused), a flag
+# followed by an option instead of its value; while a bind failure is exit
+# status 1.
 import os
 import re
 import shutil
 import socket
 import tempfile
 
-from harness import (REPO, Server, help_entries, help_keys, is_, like, ok, run, run_bin,
+from harness import (REPO, Server, help_entries, help_keys, is_, like, ok, poll, run, run_bin,
                      run_with_conf)
 
 
@@ -207,6 +208,45 @@ def test_errors():
        "status %r stderr %s" % (status, err))
 
 
+def test_flag_without_value():
+    """A flag whose value is missing does not take the next option as its
+    value (the three cases of a newcomer's report, then -c): exit 2 and
+    `FLAG: needs a value, not the option NEXT`, as for a flag given last.
+    A value that starts with - is written after '=', and a lone - (standard
+    output) is still a value."""
+    tmp = tempfile.mkdtemp(prefix="unclog-test-")
+    try:
+        cases = (
+            (["--listen", "127.0.0.1:0", "--access-log", "off", "--cache-control", "--admin", tmp],
+             "--cache-control", "value", "--admin"),
+            (["--gzip-types", "--listen", "127.0.0.1:0", "--access-log", "off", tmp],
+             "--gzip-types", "value", "--listen"),
+            (["--root", "--listing", "on"], "--root", "value", "--listing"),
+            (["--access-log", "-c", os.path.join(REPO, "conf", "unclog.conf")], "--access-log",
+             "value", "-c"),
+            (["-c", "--listen", "127.0.0.1:0"], "-c", "file", "--listen"),
+        )
+        for args, flag, what, after in cases:
+            status, _, err = run_bin(args, timeout=5, cwd=tmp)
+            desc = " ".join(args).replace(tmp, "DIR")
+            is_(status, 2, "%s: exit status 2 (None: it started)" % desc)
+            like(err, r"^unclog: %s: needs a %s, not the option %s\b" % (
+                re.escape(flag), what, re.escape(after)), "%s: %s needs a %s" % (desc, flag, what))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    with Server(args=["--cache-control=-x-", "--admin", "on"], files={"x.txt": b"x"},
+                name="server, --cache-control=-x- --admin on") as srv:
+        is_(srv.get("/x.txt").header("Cache-Control"), "-x-",
+            "--cache-control=-x-: a value that starts with - after '='")
+        is_(srv.get("/settings").status, 200, "  and --admin after it is on")
+    srv = Server(defaults=False, name="server, --access-log -", files={"x.txt": b"x"})
+    srv.args = ["--listen", "127.0.0.1:0", "--root", srv.root, "--access-log", "-"]
+    with srv:
+        srv.get("/x.txt")
+        ok(poll(lambda: "/x.txt" in open(srv.stdout_path).read()),
+           "--access-log -: a lone - is a value (the access log on standard output)")
+
+
 def test_client_key():
     """UNCLOG_CLIENT_KEY, a fixed key for the clients' hash (the harness
     sets one), is 32 hex digits or the server does not start (status 2:
@@ -265,6 +305,7 @@ def main():
     test_root_not_a_directory()
     test_errors()
     test_client_key()
+    test_flag_without_value()
     test_helpful_errors()
     test_listen()
 

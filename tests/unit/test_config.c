@@ -288,6 +288,30 @@ static void test_cli(void)
     char *bad3[] = {"unclog", "--threads", NULL};
     is_int(config_apply_cli(&cfg, 2, bad3, &action, err), -1, "missing value refused");
     is_str(err, "--threads: needs a value", "  the flag, then the message");
+    /* A flag followed by an option has no value: it does not take the option. */
+    char *bad6[] = {"unclog", "--cache-control", "--admin", "dir", NULL};
+    is_int(config_apply_cli(&cfg, 4, bad6, &action, err), -1, "--cache-control --admin refused");
+    ok(strncmp(err, "--cache-control: needs a value, not the option --admin (", 56) == 0,
+       "  --cache-control needs a value, not the option --admin");
+    char *bad7[] = {"unclog", "--gzip-types", "--listen", "127.0.0.1:0", "dir", NULL};
+    is_int(config_apply_cli(&cfg, 5, bad7, &action, err), -1, "--gzip-types --listen refused");
+    ok(strstr(err, "--gzip-types=VALUE") != NULL, "  the message shows --gzip-types=VALUE");
+    char *bad8[] = {"unclog", "--root", "--listing", "on", NULL};
+    is_int(config_apply_cli(&cfg, 4, bad8, &action, err), -1, "--root --listing on refused");
+    char *bad9[] = {"unclog", "--access_log", "-c", "x.conf", NULL};
+    is_int(config_apply_cli(&cfg, 4, bad9, &action, err), -1, "--access_log -c refused");
+    ok(strncmp(err, "--access_log: needs a value, not the option -c ", 47) == 0,
+       "  -c is an option too; the flag as typed");
+    char *bad10[] = {"unclog", "-c", "--listen", "127.0.0.1:0", NULL};
+    ok(config_cli_file(4, bad10) == NULL, "-c --listen names no file");
+    is_int(config_apply_cli(&cfg, 4, bad10, &action, err), -1, "-c --listen refused");
+    is_str(err, "-c: needs a file, not the option --listen", "  -c needs a file");
+    /* After '=', or a lone "-", a value may start with '-'. */
+    char *dash[] = {"unclog", "--cache-control=--x", "--access-log", "-", "--root=-d", NULL};
+    is_int(config_apply_cli(&cfg, 5, dash, &action, err), 0, "--key=-value and --key - apply");
+    is_str(value_of(&cfg, "cache_control"), "--x", "  --cache-control=--x");
+    is_str(cfg.access_log, "-", "  --access-log -");
+    is_str(cfg.root, "-d", "  --root=-d");
     /* A flag is named as typed, with dashes or underscores. */
     char *bad4[] = {"unclog", "--emulate-disk=xx", NULL};
     is_int(config_apply_cli(&cfg, 2, bad4, &action, err), -1, "--emulate-disk=xx refused");
