@@ -267,8 +267,13 @@ static void print_url(struct server *srv)
             n += (size_t)snprintf(pages + n, sizeof pages - n, ", %s http://%s:%d%s", m->name,
                                   page_host, port, m->page);
     }
-    log_info("listening on http://%s:%d/ serving %s (partition %s, threads %u)%s", host, port,
-             srv->root, part, srv->cfg->threads, pages);
+    /* Where the settings came from: conf/unclog.conf is read only when the
+     * working directory holds it. */
+    char conf[PATH_MAX + 8] = "no config file";
+    if (srv->cfg->file[0] != '\0')
+        snprintf(conf, sizeof conf, "config %s", srv->cfg->file);
+    log_info("listening on http://%s:%d/ serving %s (partition %s, threads %u), %s%s", host, port,
+             srv->root, part, srv->cfg->threads, conf, pages);
 }
 
 int server_open_listener(const char *listen, int *fd)

@@ -937,6 +937,7 @@ int config_load(struct config *cfg, const struct config_table *const *tables, in
         file = CONFIG_DEFAULT_FILE;
     if (file != NULL && config_load_file(cfg, file, err) != 0)
         return -1;
+    snprintf(cfg->file, sizeof cfg->file, "%s", file != NULL ? file : "");
     if (config_apply_cli(cfg, argc, argv, action, msg) != 0) {
         fail(err, "unclog: %s", msg);
         return -1;

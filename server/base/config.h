@@ -139,6 +139,7 @@ struct config {
     /* The tables it was made from, core first, NULL-terminated (static). */
     const struct config_table *const *tables;
     size_t block_offset[CONFIG_TABLES_MAX]; /* each module table's block in blocks[] */
+    char file[PATH_MAX];                    /* the file config_load read, as named; "" when none */
     char listen[128];
     char root[PATH_MAX];
     unsigned threads;
@@ -250,7 +251,8 @@ int config_apply_cli(struct config *cfg, int argc, char **argv, enum config_acti
                      char err[CONFIG_ERR_MAX]);
 
 /* The whole configuration as startup reads it: defaults, then the file
- * (-c FILE, else CONFIG_DEFAULT_FILE when it exists), then the flags over it.
+ * (-c FILE, else CONFIG_DEFAULT_FILE when it exists; its name goes to
+ * CFG->file), then the flags over it.
  * Returns 0 with *ACTION set, or -1 with "FILE:LINE: message" or
  * "unclog: message" in ERR. */
 int config_load(struct config *cfg, const struct config_table *const *tables, int argc, char **argv,

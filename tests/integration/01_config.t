@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
 # Configuration: --help/--version (within 80 columns, every option described), the
 # config file (keys, comments, size suffixes, `whole`), flags overriding the
-# file, the positional DIR, and the fatal errors with exit status 2:
-# `FILE:LINE: message`, or `--flag: message` with the flag as it was typed;
-# `listen` among them (localhost:PORT served, host names refused), a flag
-# followed by an option instead of its value; while a bind failure is exit
-# status 1.
+# file, the positional DIR, the config file the listening line names, and the
+# fatal errors with exit status 2: `FILE:LINE: message`, or `--flag: message`
+# with the flag as it was typed; `listen` among them (localhost:PORT served,
+# host names refused), a flag followed by an option instead of its value;
+# while a bind failure is exit status 1.
 import os
 import re
 import shutil
 import socket
+import subprocess
 import tempfile
 
-from harness import (REPO, Server, help_entries, help_keys, is_, like, ok, poll, run, run_bin,
+from harness import (BIN, REPO, Server, help_entries, help_keys, is_, like, ok, poll, run, run_bin,
                      run_with_conf)
 
 
@@ -247,6 +248,53 @@ def test_flag_without_value():
            "--access-log -: a lone - is a value (the access log on standard output)")
 
 
+def startup_line_from(cwd, args):
+    """Runs the binary in CWD with ARGS, and without the harness's -c, until
+    its listening line, then stops it with SIGTERM. Returns (that line, or
+    "" when none came, and the exit status)."""
+    log = os.path.join(cwd, "stderr.log")
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([BIN] + args, cwd=cwd, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err)
+
+    def line():
+        with open(log, errors="replace") as f:
+            return next((l for l in f.read().splitlines() if "listening on" in l), "")
+    try:
+        poll(lambda: line() or proc.poll() is not None)
+    finally:
+        proc.terminate()
+        status = proc.wait()
+    return line(), status
+
+
+def test_config_file_named():
+    """The listening line says which configuration file the settings came
+    from: the one -c names, conf/unclog.conf when the working directory
+    holds one, else no config file."""
+    with Server(name="server with -c FILE") as srv:
+        like(srv.startup_line, r"\(partition [^)]*\), config %s(, |$)" % re.escape(srv.conf_path),
+             "-c FILE: the listening line says config FILE")
+    tmp = tempfile.mkdtemp(prefix="unclog-test-")
+    try:
+        root = os.path.join(tmp, "root")
+        os.makedirs(root)
+        args = ["--listen", "127.0.0.1:0", "--access-log", "off", root]
+        line, status = startup_line_from(tmp, args)
+        like(line, r"threads \d+\), no config file(, |$)",
+             "no -c and no conf/unclog.conf in the working directory: no config file")
+        is_(status, 0, "  and it stops cleanly")
+        os.makedirs(os.path.join(tmp, "conf"))
+        with open(os.path.join(tmp, "conf", "unclog.conf"), "w") as f:
+            f.write("threads = 3\n")
+        line, status = startup_line_from(tmp, args)
+        like(line, r"threads 3\), config conf/unclog\.conf(, |$)",
+             "run where conf/unclog.conf is: the line names it as found (and threads 3 is read)")
+        is_(status, 0, "  and it stops cleanly")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_client_key():
     """UNCLOG_CLIENT_KEY, a fixed key for the clients' hash (the harness
     sets one), is 32 hex digits or the server does not start (status 2:
@@ -306,6 +354,7 @@ def main():
     test_errors()
     test_client_key()
     test_flag_without_value()
+    test_config_file_named()
     test_helpful_errors()
     test_listen()
 
