@@ -179,10 +179,6 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     zstates_init(&srv->zstates, &srv->budget, cfg->threads);
     pump_sender_init(&srv->sender, loop, cfg->send_turn);
     srv->sender.reads.supported = pump_loop_reads_probe(srv->root);
-    log_info("loop reads: %s", !srv->sender.reads.supported ? "off: the kernel lacks openat2 "
-                                                              "RESOLVE_CACHED"
-                               : cfg->loop_reads ? "on (openat2 RESOLVE_CACHED, preadv2 RWF_NOWAIT)"
-                                                 : "off (loop_reads = off)");
     conn_turns_init(&srv->turns, loop, (uint64_t)cfg->turn_share * 1000);
     srv->pump_env = (struct pump_env){.gateway = &srv->gateway,
                                       .budget = &srv->budget,
@@ -256,6 +252,19 @@ static void attach_figures(struct server *srv)
         log_warn("whole-server figures: out of memory (this worker answers for itself)");
 }
 
+/* Says whether files are opened and read on the loop, after the listening
+ * line: as configured, a debug line; an info line only when the kernel
+ * turns off what the configuration asked for. */
+static void log_loop_reads(const struct server *srv)
+{
+    if (!srv->sender.reads.supported && srv->cfg->loop_reads)
+        log_info("loop reads: off: the kernel lacks openat2 RESOLVE_CACHED");
+    else
+        log_debug("loop reads: %s", srv->cfg->loop_reads
+                                        ? "on (openat2 RESOLVE_CACHED, preadv2 RWF_NOWAIT)"
+                                        : "off (loop_reads = off)");
+}
+
 int server_start(struct server *srv, int listen_fd)
 {
     uv_loop_t *loop = srv->loop;
@@ -298,6 +307,7 @@ int server_start(struct server *srv, int listen_fd)
         log_error("start: %s", uv_strerror(rc));
         goto fail_close_handles;
     }
+    log_loop_reads(srv);
     if (srv->control != NULL && (rc = server__control_start(srv)) < 0) {
         log_error("control plane: %s", uv_strerror(rc));
         goto fail_close_handles;

@@ -5,7 +5,8 @@
 # fatal errors with exit status 2: `FILE:LINE: message`, or `--flag: message`
 # with the flag as it was typed; `listen` among them (localhost:PORT served,
 # host names refused), a flag followed by an option instead of its value;
-# while a bind failure is exit status 1.
+# while a bind failure is exit status 1. Stderr's first line is the listening
+# line, or the bind error (the loop reads line comes after, at debug).
 import os
 import re
 import shutil
@@ -164,8 +165,16 @@ def test_listen():
     with srv:
         like(srv.startup_line, r"listening on http://127\.0\.0\.1:\d+/",
              "listen = localhost:0 binds 127.0.0.1")
+        is_(srv.stderr().split("\n")[0], srv.startup_line, "the listening line is stderr's first")
         resp = srv.get("/x.txt")
         is_((resp.status, resp.body), (200, b"local"), "localhost:PORT serves")
+
+    with Server(args=["--log-level", "debug"], name="server at log_level debug") as srv:
+        lines = poll(lambda: [l for l in srv.stderr().split("\n") if " loop reads: " in l])
+        is_(srv.stderr().split("\n")[0], srv.startup_line,
+            "log_level debug: the listening line is still stderr's first")
+        like(lines[0] if lines else "", r"^\S+ debug loop reads: ",
+             "  the loop reads line after it is a debug line")
 
     # A bind that fails is the environment's fault, not the file's: status 1.
     holder = socket.socket()
@@ -175,6 +184,8 @@ def test_listen():
     status, _, err, _ = run_with_conf("", ["--listen", "127.0.0.1:%d" % port])
     holder.close()
     is_(status, 1, "an address in use: exit status 1, not 2")
+    like(err.split("\n")[0], r"^\S+ error listen on 127\.0\.0\.1:%d: address already in use" % port,
+         "an address in use: the error is stderr's first line")
     like(err, r"listen on 127\.0\.0\.1:%d: address already in use" % port,
          "an address in use is logged as such")
     like(err, r"--listen ADDR:0.*make run RUN_ARGS='--listen 127\.0\.0\.1:0'",
