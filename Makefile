@@ -18,7 +18,8 @@
 # ---- environment -------------------------------------------------------------
 .DEFAULT_GOAL := all
 DEB_PKGS := build-essential pkg-config libuv1-dev zlib1g-dev node-llhttp curl
-# $(call apt_install,PACKAGES): installs those not installed yet (sudo unless root).
+# $(call apt_install,PACKAGES): installs those not installed yet (sudo unless root),
+# or says in one line, named for the target, that all of them are.
 apt_install = missing=""; for p in $(1); do \
 	    dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
 	done; \
@@ -26,6 +27,8 @@ apt_install = missing=""; for p in $(1); do \
 	    echo "installing:$$missing"; \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	else \
+	    echo "$@: all installed ($(strip $(1)))"; \
 	fi
 
 # GNU make reads the file system (pkg-config's answers, the llhttp sources)

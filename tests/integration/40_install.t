@@ -4,7 +4,8 @@
 # documents every option and configuration key of --help with its default,
 # every route the handlers declare (with its methods) and every job class of
 # the gateway, the systemd unit has its reload command and sandbox, an edited
-# configuration survives both, and uninstall leaves no file behind.
+# configuration survives both, and uninstall leaves no file behind. And make
+# deps, with every package installed, says so in one line.
 #
 # It never compiles: with build/unclog out of date (sources edited since the
 # build) it skips, so that it cannot rebuild the binary under parallel tests.
@@ -61,9 +62,12 @@ SANDBOX = {
 }
 
 
-def make(*args):
-    """make -s -C REPO ARGS. Returns (status, stdout + stderr)."""
+def make(*args, path_first=None):
+    """make -s -C REPO ARGS, with PATH_FIRST (a directory) before PATH when
+    given. Returns (status, stdout + stderr)."""
     env = {k: v for k, v in os.environ.items() if k not in MAKE_ENV}
+    if path_first is not None:
+        env["PATH"] = path_first + os.pathsep + env.get("PATH", "")
     proc = subprocess.run(["make", "-s", "--no-print-directory", "-C", REPO] + list(args),
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, env=env, timeout=120)
@@ -256,7 +260,28 @@ def check_unit(path, dest):
     shutil.rmtree(vdir, ignore_errors=True)
 
 
+def check_deps():
+    """make deps, every package installed (a dpkg-query that says so; an
+    apt-get and a sudo that fail if called): one line that says so, names
+    the packages, and installs nothing."""
+    bin_dir = tempfile.mkdtemp(prefix="unclog-deps-")
+    try:
+        for name, script in (("dpkg-query", "printf 'install ok installed'"),
+                             ("apt-get", "echo 'apt-get ran'; exit 1"),
+                             ("sudo", "echo 'sudo ran'; exit 1")):
+            with open(os.path.join(bin_dir, name), "w") as f:
+                f.write("#!/bin/sh\n%s\n" % script)
+            os.chmod(os.path.join(bin_dir, name), 0o755)
+        status, out = make("deps", path_first=bin_dir)
+    finally:
+        shutil.rmtree(bin_dir, ignore_errors=True)
+    is_(status, 0, "make deps with every package installed exits 0")
+    like(out, r"\Adeps: all installed \(build-essential pkg-config [^()\n]*\)\n\Z",
+         "  and says so in one line, with the packages")
+
+
 def main():
+    check_deps()
     status, _ = make("-q", "build/unclog")
     if status != 0:
         skip_test("make install and uninstall",
