@@ -289,6 +289,19 @@ struct client_link *clients_make_room(struct clients *t, uint64_t id,
     return NULL;
 }
 
+int clients_rejoin(struct clients *t, struct client_link *l, uint64_t id,
+                   const struct addr_prefix *addr, bool full, struct client_link **evict,
+                   enum clients_refusal *why)
+{
+    /* Out of the balancer's count first: the decision is the one for a
+     * newcomer, which holds nothing yet. */
+    clients_leave(t, l);
+    *evict = full ? clients_make_room(t, id, addr, why) : NULL;
+    if (full && *evict == NULL)
+        return 1;
+    return clients_join(t, l, id, addr);
+}
+
 struct client_link *clients_give_way(struct clients *t)
 {
     struct client *top = t->nheap > 0 ? t->heap[0] : NULL;

@@ -167,6 +167,20 @@ void clients_set_class(struct clients *t, struct client_link *l, enum client_cla
 struct client_link *clients_make_room(struct clients *t, uint64_t id,
                                       const struct addr_prefix *addr, enum clients_refusal *why);
 
+/* The re-key behind a load balancer: L's connection counted as the
+ * balancer's until its PROXY header named its client, ID at ADDR (the
+ * balancer itself for a header that names none). It leaves the balancer's
+ * count and is admitted as a new connection of ID would be now: when FULL
+ * (it came at max_connections and max_connections others are open),
+ * clients_make_room decides with L counted for nobody, its choice in
+ * *EVICT for the caller to close; else nothing gives way (*EVICT NULL).
+ * Returns 0 with L joined to ID; 1 when refused (counted, its reason in
+ * *WHY); -ENOMEM when ID's entry cannot be allocated. On both failures L
+ * counts for nobody and its connection is to close. */
+int clients_rejoin(struct clients *t, struct client_link *l, uint64_t id,
+                   const struct addr_prefix *addr, bool full, struct client_link **evict,
+                   enum clients_refusal *why);
+
 /* accept() ran out of fds: returns the first idle, late or slow connection
  * of the client holding the most, when it holds at least two, for the
  * caller to close (counted as an eviction for fds); else NULL. Not a busy

@@ -360,6 +360,74 @@ static void test_burst(void)
     is_int(held(id[0]), 5, "A's evicted ones closing later leave its count as it was");
 }
 
+/* Behind a load balancer L (its id) a connection counts as the balancer's
+ * until its header names its client: then it is admitted as a newcomer of
+ * that client would be, its own place in the balancer's count given up
+ * first. */
+static void test_rejoin(void)
+{
+    uint64_t id[3];
+    distinct_clients(id, 3);
+    uint64_t lb = host_client(60010);
+    enum clients_refusal why = CLIENTS_REFUSALS;
+    struct client_link *evict;
+
+    /* A lone client A holds 3 (all busy); its fourth comes through L at the limit. */
+    reset();
+    for (int i = 0; i < 3; i++)
+        join(&table, id[0], false);
+    struct client_link *l = join(&table, lb, false);
+    is_int(clients_rejoin(&table, l, id[0], addr_of(id[0]), true, &evict, &why), 1,
+           "A (3) at the limit: its fourth, named in the header, is refused");
+    ok(evict == NULL && why == CLIENTS_TOP_CLIENT, "  as top_client, nothing evicted");
+    ok(l->client == NULL && held(lb) == 0 && held(id[0]) == 3,
+       "  it counts for nobody, the balancer holds nothing, A its 3");
+    is_int(table.bucket[bucket_of(id[0])].refused, 1, "  the refusal is A's");
+
+    /* A 2, B 2 at the limit: A's fifth is refused, not B's evicted for a tie. */
+    reset();
+    for (int i = 0; i < 2; i++) {
+        join(&table, id[0], false);
+        join(&table, id[1], false);
+    }
+    l = join(&table, lb, false);
+    is_int(clients_rejoin(&table, l, id[0], addr_of(id[0]), true, &evict, &why), 1,
+           "A 2, B 2: A's fifth through the balancer is refused");
+    ok(evict == NULL && why == CLIENTS_TOP_CLIENT && table.evicted[CLIENTS_FOR_LIMIT] == 0,
+       "  top_client, and no eviction for a tie");
+
+    /* A newcomer C holding none at the limit: A's oldest gives way. */
+    struct client_link *a0 = links;
+    l = join(&table, lb, false);
+    is_int(clients_rejoin(&table, l, id[2], addr_of(id[2]), true, &evict, &why), 0,
+           "C, holding none, is admitted");
+    ok(evict == a0 && held(id[0]) == 1 && held(id[2]) == 1 && held(lb) == 0,
+       "  A's busy longest gives way; C holds its one, the balancer none");
+    ok(l->client != NULL && l->bucket == bucket_of(id[2]), "  the link is C's");
+    clients_leave(&table, evict);
+
+    /* Below the limit the header only moves the connection. */
+    l = join(&table, lb, false);
+    is_int(clients_rejoin(&table, l, id[0], addr_of(id[0]), false, &evict, &why), 0,
+           "not at the limit: A's connection moves in");
+    ok(evict == NULL && held(id[0]) == 2 && held(lb) == 0, "  nothing evicted, A holds 2");
+
+    /* The balancer's own connection (LOCAL) is decided as the balancer's,
+     * which holds only the connections whose header is on its way. */
+    l = join(&table, lb, false);
+    is_int(clients_rejoin(&table, l, lb, addr_of(lb), true, &evict, &why), 0,
+           "a LOCAL header at the limit (A 2, B 2, C 1): the balancer's is admitted");
+    ok(evict != NULL && evict->client != l->client && held(lb) == 1,
+       "  a top client's gives way; the balancer holds it");
+    clients_leave(&table, evict);
+    struct client_link *pending = join(&table, lb, false);
+    l = join(&table, lb, false);
+    is_int(clients_rejoin(&table, l, lb, addr_of(lb), true, &evict, &why), 1,
+           "another, with two of the balancer's besides it against the top's 2: refused");
+    ok(evict == NULL && why == CLIENTS_TOP_CLIENT && held(lb) == 2 && pending->client != NULL,
+       "  as top_client; the balancer keeps its two");
+}
+
 static void test_give_way(void)
 {
     uint64_t id[2];
@@ -663,6 +731,7 @@ int main(void)
     test_make_room();
     test_burst();
     test_give_way();
+    test_rejoin();
     test_classes();
     test_exact();
     test_heap();
