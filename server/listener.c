@@ -56,33 +56,6 @@ static void pause_accepting(struct server *srv, int err)
     uv_timer_start(&srv->accept_pause, server_on_accept_resume, ACCEPT_PAUSE_MS, 0);
 }
 
-/* At max_connections and nobody to give way: a short 503 and close, so
- * that the connections already served keep their share. */
-static void refuse_connection(struct server *srv, int fd, const struct sockaddr *addr,
-                              enum clients_refusal why)
-{
-    static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
-                               "Content-Type: text/plain; charset=utf-8\r\n"
-                               "Content-Length: 24\r\n"
-                               "Retry-After: 1\r\n"
-                               "Connection: close\r\n\r\n"
-                               "503 Service Unavailable\n";
-    /* A new socket's send buffer is empty: the write is whole or fails, and
-     * either way the connection is closed. */
-    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    close(fd);
-    if (srv->refused_logged++ == 0) {
-        const struct config *cfg = srv->cfg;
-        struct addr_prefix client;
-        char text[64];
-        client_of(addr, cfg->client_prefix.v4, cfg->client_prefix.v6, &client);
-        addr_prefix_format(&client, text, sizeof text);
-        log_warn("max_connections (%u) reached: 503 to %s (%s)", cfg->max_connections, text,
-                 why == CLIENTS_TOP_CLIENT ? "its client holds the most connections"
-                                           : "nobody holds two more connections than its client");
-    }
-}
-
 /* max_connections are open: the client holding the most gives way (its
  * idle, late, slow or longest busy connection closes, the first there is)
  * unless the newcomer's own client holds about as many; else the newcomer
@@ -96,11 +69,22 @@ static bool make_room(struct server *srv, int fd, const struct sockaddr *addr)
     uint64_t id = client_of(addr, cfg->client_prefix.v4, cfg->client_prefix.v6, &client);
     struct client_link *giver = clients_make_room(&srv->clients, id, &client, &why);
     if (giver == NULL) {
-        refuse_connection(srv, fd, addr, why);
+        conn_refuse(&srv->conn_env, fd, &client, why); /* a short 503, and the close */
         return false;
     }
     conn_evict(giver);
     return true;
+}
+
+/* At max_connections a load balancer's connection is admitted before its
+ * client is known, and decided once its PROXY header names the client
+ * (conn_accept): room made now would be for the balancer, not for the
+ * client, and a refusal would fall on all the balancer's clients. At most
+ * max_connections at once over the limit (each header is due within
+ * header_timeout); beyond, the rule for a direct connection of the peer. */
+static bool admit_at_header(const struct server *srv, const struct sockaddr *addr)
+{
+    return srv->active < 2ull * srv->cfg->max_connections && conn_relayed_from(srv->cfg, addr);
 }
 
 /* Out of fds: an idle, late or slow connection of the client holding the
@@ -173,10 +157,12 @@ static void server_on_acceptable(uv_poll_t *poll, int status, int events)
             log_info("accepting connections again");
             srv->accept_paused = false;
         }
-        if (srv->active >= srv->cfg->max_connections &&
-            !make_room(srv, fd, (const struct sockaddr *)&addr))
+        const struct sockaddr *peer = (const struct sockaddr *)&addr;
+        bool full = srv->active >= srv->cfg->max_connections;
+        bool later = full && admit_at_header(srv, peer);
+        if (full && !later && !make_room(srv, fd, peer))
             continue;
-        int rc = conn_accept(&srv->conn_env, fd);
+        int rc = conn_accept(&srv->conn_env, fd, later);
         if (rc < 0) {
             log_warn("accept: %s", uv_strerror(rc));
             continue;

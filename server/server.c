@@ -199,6 +199,8 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                                       .date = server_date,
                                       .response_done = server_count_response,
                                       .gone = server_conn_gone,
+                                      .active = &srv->active,
+                                      .refused_logged = &srv->refused_logged,
                                       .clients = &srv->clients,
                                       .turns = &srv->turns};
     if (gateway_set_bulk_nice(&srv->gateway, (int)cfg->bulk_nice) < 0)

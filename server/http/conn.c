@@ -22,6 +22,7 @@ static void turn_leave(struct conn *c);
 static void turns_on_idle(uv_idle_t *idle);
 static void drop_stream(struct conn *c);
 static void name_client(struct conn *c, const struct sockaddr *sa, struct addr_prefix *client);
+static void peer_client(struct conn *c, struct addr_prefix *client);
 
 /* ---- small accessors ------------------------------------------------------ */
 
@@ -483,18 +484,77 @@ static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf)
 
 /* ---- the PROXY protocol ---------------------------------------------------- */
 
-/* A load balancer's PROXY header named C's client, SA: the connection
- * moves from the balancer's place among the clients to its client's.
- * Returns 0, or -ENOMEM (C then counts for nobody, and is to close). */
-static int move_to_client(struct conn *c, const struct sockaddr *sa)
+/* The answer to a connection refused at max_connections, direct or
+ * relayed: short, and sent before a byte of the request is looked at. */
+static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+                           "Content-Type: text/plain; charset=utf-8\r\n"
+                           "Content-Length: 24\r\n"
+                           "Retry-After: 1\r\n"
+                           "Connection: close\r\n\r\n"
+                           "503 Service Unavailable\n";
+
+/* A warning for the first refusal of each second (ENV's refused_logged). */
+static void log_refusal(struct conn_env *env, const struct addr_prefix *client,
+                        enum clients_refusal why)
 {
-    struct addr_prefix client;
-    clients_leave(c->env->clients, &c->client);
-    name_client(c, sa, &client);
-    int rc = clients_join(c->env->clients, &c->client, c->flow, &client);
-    if (rc == 0)
+    if ((*env->refused_logged)++ > 0)
+        return;
+    char text[64];
+    addr_prefix_format(client, text, sizeof text);
+    log_warn("max_connections (%u) reached: 503 to %s (%s)", (*env->cfg)->max_connections, text,
+             why == CLIENTS_TOP_CLIENT ? "its client holds the most connections"
+                                       : "nobody holds two more connections than its client");
+}
+
+void conn_refuse(struct conn_env *env, int fd, const struct addr_prefix *client,
+                 enum clients_refusal why)
+{
+    /* A new socket's send buffer is empty: the write is whole or fails, and
+     * either way the connection is closed. */
+    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+    log_refusal(env, client, why);
+}
+
+/* C came at max_connections and its client, CLIENT, is refused: it gets
+ * what a direct connection of that client gets at the accept (conn_refuse),
+ * through the balancer, and closes at once, so that it holds no slot
+ * while the balancer takes its time to close. */
+static void refuse_at_limit(struct conn *c, const struct addr_prefix *client,
+                            enum clients_refusal why)
+{
+    /* Nothing was sent on C yet: its send buffer has room for it all. */
+    uv_buf_t out = uv_buf_init((char *)busy, sizeof busy - 1);
+    (void)uv_try_write((uv_stream_t *)&c->tcp, &out, 1);
+    c->in_len = 0;
+    close_conn(c, false);
+    log_refusal(c->env, client, why);
+}
+
+/* A load balancer's PROXY header names C's client, CLIENT (the balancer
+ * itself for one that names none): the connection moves from the
+ * balancer's place among the clients to its client's, and one that came at
+ * max_connections is admitted now as a direct connection of its client
+ * would be (clients_rejoin). Returns whether C is served: else it is
+ * answered 503, or closes (no memory). */
+static bool move_to_client(struct conn *c, const struct addr_prefix *client)
+{
+    /* At the limit is as a direct newcomer sees it: max_connections open
+     * without C, which the server counts since its accept. */
+    bool full = c->at_limit && *c->env->active > conn__cfg(c)->max_connections;
+    c->at_limit = false;
+    struct client_link *evict;
+    enum clients_refusal why;
+    int rc = clients_rejoin(c->env->clients, &c->client, c->flow, client, full, &evict, &why);
+    if (evict != NULL)
+        conn_evict(evict);
+    if (rc > 0)
+        refuse_at_limit(c, client, why);
+    else if (rc < 0)
+        close_conn(c, false); /* it counts for nobody */
+    else
         place(c);
-    return rc;
+    return rc == 0;
 }
 
 /* C's peer is a load balancer and its header is not whole yet: takes what
@@ -524,6 +584,7 @@ static bool take_proxy_header(struct conn *c)
     c->proxy_len = 0; /* proxy_in[] now keeps the client's first bytes (sniff_first) */
     c->in_off += (size_t)n - had;
     c->in_len -= (size_t)n - had;
+    struct addr_prefix client;
     if (h.local) {
         /* No client named (a health check, or a client the balancer cannot
          * name, such as one on its unix socket): served, and counted as
@@ -533,14 +594,14 @@ static bool take_proxy_header(struct conn *c)
         c->env->proxy.local++;
         c->loopback = false;
         c->addr.family = 0;
-        return true;
+        if (!c->at_limit)
+            return true;
+        peer_client(c, &client);
+        return move_to_client(c, &client);
     }
     c->env->proxy.clients++;
-    if (move_to_client(c, (const struct sockaddr *)&h.source) < 0) {
-        close_conn(c, false);
-        return false;
-    }
-    return true;
+    name_client(c, (const struct sockaddr *)&h.source, &client);
+    return move_to_client(c, &client);
 }
 
 /* C's client (its peer, or the one a balancer's header named) sends no
@@ -1180,6 +1241,28 @@ static void name_client(struct conn *c, const struct sockaddr *sa, struct addr_p
     c->flow = c->pump.flow = client_of(sa, cfg->client_prefix.v4, cfg->client_prefix.v6, client);
 }
 
+bool conn_relayed_from(const struct config *cfg, const struct sockaddr *sa)
+{
+    struct addr_prefix addr;
+    addr_prefix_of(sa, 32, 128, &addr);
+    for (unsigned i = 0; i < cfg->proxy_protocol_from.n; i++) {
+        if (addr_prefix_contains(&cfg->proxy_protocol_from.prefix[i], &addr))
+            return true;
+    }
+    return false;
+}
+
+/* C's peer as a client (client_of): its address under client_prefix in
+ * *CLIENT; C's names are left as they are. */
+static void peer_client(struct conn *c, struct addr_prefix *client)
+{
+    const struct config *cfg = conn__cfg(c);
+    struct sockaddr_storage addr = {.ss_family = AF_UNSPEC};
+    int addr_len = sizeof addr;
+    uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&addr, &addr_len);
+    client_of((const struct sockaddr *)&addr, cfg->client_prefix.v4, cfg->client_prefix.v6, client);
+}
+
 /* Serves FD on C's handle and names the client: for the access log, the
  * flow and its place among the clients (*CLIENT), /settings. Returns 0 or
  * a negative UV_E* code (FD is not taken). */
@@ -1204,13 +1287,11 @@ static int open_socket(struct conn *c, int fd, struct addr_prefix *client)
     int addr_len = sizeof addr;
     uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&addr, &addr_len);
     name_client(c, (const struct sockaddr *)&addr, client);
-    for (unsigned i = 0; i < cfg->proxy_protocol_from.n; i++)
-        c->proxy_peer |= addr_prefix_contains(&cfg->proxy_protocol_from.prefix[i], &c->addr);
-    c->proxy_wait = c->proxy_peer;
+    c->proxy_peer = c->proxy_wait = conn_relayed_from(cfg, (const struct sockaddr *)&addr);
     return 0;
 }
 
-int conn_accept(struct conn_env *env, int fd)
+int conn_accept(struct conn_env *env, int fd, bool at_limit)
 {
     const struct config *cfg = *env->cfg;
     struct conn *c = malloc(sizeof *c + cfg->max_url + 1);
@@ -1241,6 +1322,7 @@ int conn_accept(struct conn_env *env, int fd)
         close_conn(c, false); /* not served: frees itself without a word to ENV */
         return rc;
     }
+    c->at_limit = at_limit && c->proxy_peer;
     rc = clients_join(env->clients, &c->client, c->flow, &client);
     if (rc < 0) {
         close_conn(c, false); /* the socket is the handle's now: it closes with it */

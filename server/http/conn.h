@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/http/clients.h"
 #include "server/http/http.h"
 #include "server/http/turns.h"
 #include "server/pool/pump.h"
@@ -89,11 +90,27 @@ void conn_turns_close(struct conn_turns *ct);
 /* Adds CT's counters to S, as the object "turns". */
 void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s);
 
+struct config;
+/* Whether a connection from SA comes through a load balancer listed in
+ * CFG's proxy_protocol_from: it begins with a PROXY header that names its
+ * client. */
+bool conn_relayed_from(const struct config *cfg, const struct sockaddr *sa);
+
 /* Serves the accepted socket FD as a new connection of ENV: starts reading
- * and the header timeout. Takes FD. Returns 0, and ENV's gone runs once
- * when the connection is freed; or a negative UV_E* code, FD closed and
- * gone never called (what was set up frees itself). */
-int conn_accept(struct conn_env *env, int fd);
+ * and the header timeout. AT_LIMIT: FD, from a load balancer, came while
+ * max_connections were open, and is admitted as its client's once its
+ * PROXY header names it (the client gets room, or a 503 and the close).
+ * Takes FD. Returns 0, and ENV's gone runs once when the connection is
+ * freed; or a negative UV_E* code, FD closed and gone never called (what
+ * was set up frees itself). */
+int conn_accept(struct conn_env *env, int fd, bool at_limit);
+
+/* At max_connections nobody gives way for FD's connection, of CLIENT (its
+ * reason WHY): answers it a short 503 and closes it (takes FD), with a
+ * warning for the first of each second. A relayed connection refused once
+ * its PROXY header names its client gets the same answer. */
+void conn_refuse(struct conn_env *env, int fd, const struct addr_prefix *client,
+                 enum clients_refusal why);
 
 /* Closes the connection whose link L clients_make_room or clients_give_way
  * (server/http/clients.h) chose, to make room for another: idle ones

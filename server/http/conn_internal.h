@@ -196,6 +196,9 @@ struct conn {
      * the first bytes of the client's first request (PROXY_SNIFF), to tell
      * a PROXY header it was not entitled to send. */
     bool proxy_peer, proxy_wait;
+    /* Came from a balancer while max_connections were open: admitted as a
+     * connection of its client once the header names it (conn_accept). */
+    bool at_limit;
     bool first_done; /* the connection's first request was dispatched */
     size_t proxy_len;
 

@@ -110,6 +110,12 @@ struct conn_env {
                           uint64_t bytes, uint64_t us);
     /* A connection conn_accept served has been freed. */
     void (*gone)(struct server *owner);
+    /* The server's count of connections served (max_connections), each
+     * from its accept until it is freed, and of its 503s at the limit since
+     * its last tick (one warning a second): the listener's and a relayed
+     * connection's, whose client its PROXY header names (conn.c). */
+    const uint64_t *active;
+    unsigned *refused_logged;
     struct conn *conns; /* the live connections: linked and unlinked by them */
     /* Who holds them: each connection counts itself in from conn_accept
      * until it is freed, and lists itself while idle. */

@@ -72,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) < 0)
         abort();
-    if (conn_accept(&srv.conn_env, pair[0]) < 0) {
+    if (conn_accept(&srv.conn_env, pair[0], false) < 0) {
         close(pair[1]);
         return 0;
     }

@@ -113,7 +113,7 @@ static struct conn *accept_one(void)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) < 0)
         abort();
     client = pair[1];
-    if (conn_accept(&env, pair[0]) < 0)
+    if (conn_accept(&env, pair[0], false) < 0)
         abort();
     return env.conns;
 }
