@@ -6,7 +6,8 @@
 #   make test-asan    the same tests against an ASan+UBSan build
 #   make test-tsan    the pool's integration tests against a ThreadSanitizer build
 #   make deps         install the Debian packages the build needs (root)
-#   make loadtest     the fairness experiment, quick pass (see loadtest/README.md)
+#   make loadtest     the fairness experiment, quick pass (see loadtest/README.md);
+#                     make loadtest SHORT=1: its one-minute form
 #   make loadtest-cluster  three unclog machines behind HAProxy in network
 #                     namespaces (root): attacks, slow links, a backend lost, a rolling restart
 #   make format-check clang-format dry run

@@ -3,6 +3,9 @@
 # Included by the top-level Makefile; run from the repository root.
 #
 #   make loadtest       quick pass
+#   make loadtest SHORT=1  the one-minute form (run.py short): fifo 64k and
+#                       whole and the default, one round, no cold cache, and
+#                       of scenario 4 the connection hog alone, no peers
 #   make loadtest-full  whole partition sweep + nginx/Node.js peers
 #   make loadtest-attacks  only the attacks between clients of loadtest-full
 #                       (scenario 4: unclog and the peers, three rounds)
@@ -39,8 +42,10 @@ build/probe: loadtest/probe.c $(LL_OBJ)
 	$(CC) loadtest/probe.c $(LL_OBJ) -o $@ -std=c17 -D_DEFAULT_SOURCE -O2 -Wall -Wextra -Werror \
 	    -I$(LLHTTP_INC) $(shell pkg-config --cflags --libs libuv)
 
+# SHORT=1 (any value but 0): run.py's short mode, about a minute, in place of quick.
+LOADTEST_MODE := $(if $(filter-out 0,$(SHORT)),short,quick)
 loadtest: build/unclog build/probe
-	$(LOADTEST_RUN) quick $(LOADTEST_ARGS)
+	$(LOADTEST_RUN) $(LOADTEST_MODE) $(LOADTEST_ARGS)
 
 loadtest-full: build/unclog build/probe
 	$(LOADTEST_RUN) full $(LOADTEST_ARGS)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """unclog's threadpool-fairness experiment, end to end (see loadtest/README.md).
 
+    python3 loadtest/run.py short   # make loadtest SHORT=1: 3 configs, 1 round, ~1 min
     python3 loadtest/run.py quick   # make loadtest:      a few partitions, ~3 min
     python3 loadtest/run.py full    # make loadtest-full: the whole sweep + peers, ~20 min
     python3 loadtest/run.py bench   # make bench:         unclog vs nginx speed check
@@ -43,7 +44,7 @@ def parse_args():
     ap.add_argument("--rate", type=float, default=None, help="probe requests/s (each probe)")
     ap.add_argument("--no-peers", action="store_true",
                     help="skip the peers (nginx, Node.js, lighttpd, h2o)")
-    ap.add_argument("--only", help="comma-separated parts of quick or full to run: "
+    ap.add_argument("--only", help="comma-separated parts of short, quick or full to run: "
                     + ",".join(PARTS) + " (the report is then MODE-PARTS.md)")
     ap.add_argument("--attacks", help="comma-separated attacks of scenario 4 to run: "
                     "hog,silent,head,body,reader,files,gzip,bulk,paced (default all)")

@@ -29,6 +29,12 @@ MODES = {
                   lead=1, throughput=2, throughput_rounds=1, cold=True, peers=False,
                   rate=200, attack_rounds=1, attack_victim=3, attack_peers=["nginx"],
                   only=list(PARTS)),
+    # make loadtest SHORT=1: about a minute; the fifo pair that frames the
+    # trade-off, the default beside it, one round, and the hog alone of scenario 4.
+    "short": dict(partitions=["64k", "whole"], fair=["auto"], rounds=1, alone=2, flood=2,
+                  lead=1, throughput=1, throughput_rounds=1, cold=False, peers=False,
+                  rate=200, attack_rounds=1, attack_victim=2, attack_peers=[],
+                  attacks=["hog"], only=list(PARTS)),
     "full": dict(partitions=SWEEP, fair=["auto", "64k", "1m", "whole"], rounds=3, alone=3,
                  flood=4, lead=1, throughput=2,
                  throughput_rounds=3, cold=True, peers=True, rate=200, attack_rounds=3,
