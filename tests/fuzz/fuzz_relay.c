@@ -128,7 +128,7 @@ static void relay_run(const uint8_t *data, size_t size, bool split, struct clien
 {
     int sfd;
     cl->fd = relay_connect(&sfd);
-    if (conn_accept(&srv.conn_env, sfd) < 0)
+    if (conn_accept(&srv.conn_env, sfd, false) < 0)
         abort();
     srv.active++; /* as the listener counts it, until the connection's gone */
     uv_poll_init_socket(&loop, &cl->poll, cl->fd);
