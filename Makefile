@@ -207,7 +207,8 @@ TSAN_INTEG := $(addprefix tests/integration/,05_partition.t 06_gzip.t 08_backpre
               16_settings.t 29_send_share.t 31_ranges.t 32_directories.t 33_compression.t \
               36_cache.t 55_turns.t 59_zlib_reuse.t)
 test-tsan: build/tsan/unclog
-	$(INTEG_ENV) UNCLOG_BIN=$(CURDIR)/build/tsan/unclog UNCLOG_TSAN=1 $(PROVE) $(TSAN_INTEG)
+	$(INTEG_ENV) UNCLOG_BIN=$(CURDIR)/build/tsan/unclog UNCLOG_TSAN=1 \
+	    TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $$TSAN_OPTIONS" $(PROVE) $(TSAN_INTEG)
 
 # On a terminal the server runs as a foreground job of its own (bash -m), so
 # that Ctrl-C reaches it alone: it stops gracefully and make exits with its
