@@ -4,10 +4,13 @@ namespaces on one box (issue 43; unclogbench/cluster.py says what it builds
 and measures). Needs root, `ip netns`, tc's tbf and haproxy; refuses to run,
 with the reason, without them. Everything it starts is stopped by PID and
 every namespace deleted on exit, on Ctrl-C (SIGINT, SIGTERM, SIGHUP) and on
-failure. Writes build/results/DATE-HOST/cluster.md and cluster.json.
+failure. Writes build/results/DATE-HOST/cluster.md, cluster.json and, with
+gnuplot, cluster-attacks.svg; --replot DIR redraws that plot from DIR's
+cluster.json (no root, nothing run).
 
     python3 loadtest/cluster.py [--parts attacks,slow,kill,rolling]
                                 [--attacks hog,...] [--victim S] [--out DIR]
+    python3 loadtest/cluster.py --replot DIR
 """
 
 import argparse
@@ -25,6 +28,7 @@ from unclogbench.cluster import (ATTACKER, ATTACKER_MORE, LB, PARTS, SLOW_HOSTS,
                                  Cluster, run_attacks, run_kill, run_rolling, run_slow)
 from unclogbench.load import make_fixtures
 from unclogbench.netns import Network, unavailable
+from unclogbench.plots import plot_cluster_attacks
 from unclogbench.procs import Processes, Warnings
 from unclogbench.scenarios import Session
 
@@ -40,6 +44,8 @@ def parse_args():
     ap.add_argument("--victim", type=float, default=8.0,
                     help="seconds of the victim's probe per attack phase (default 8)")
     ap.add_argument("--nice", type=int, default=-10 if os.geteuid() == 0 else 0)
+    ap.add_argument("--replot", metavar="DIR",
+                    help="redraw cluster-attacks.svg from DIR's cluster.json; runs nothing")
     args = ap.parse_args()
     args.parts = args.parts.split(",")
     args.attacks = args.attacks.split(",")
@@ -60,7 +66,7 @@ def victim_cell(r):
     return f"{v}, {r.get('victim_failed', 0)} failed"
 
 
-def attacks_section(rows, where, seconds):
+def attacks_section(rows, where, seconds, plots=()):
     out = ["## Attacks through the balancer\n",
            f"The victim host ({VICTIM}, on {where.get(VICTIM)}) probes through HAProxy for "
            f"{seconds:g} s per phase: alone, under the attack from one host ({ATTACKER}, on "
@@ -79,6 +85,7 @@ def attacks_section(rows, where, seconds):
     out.append(report.table(["attack", "victim", "alone", "one attacker host",
                              "its 503s / failures", "spread over 4 hosts", "their 503s / failures"],
                             table))
+    out += [f"![{os.path.basename(p)}]({os.path.basename(p)})\n" for p in plots]
     return out
 
 
@@ -133,8 +140,26 @@ def rolling_section(r):
     return out
 
 
+def replot(out):
+    """Redraws cluster-attacks.svg from a finished run's cluster.json."""
+    path = os.path.join(out, "cluster.json")
+    if not os.path.exists(path):
+        sys.exit(f"{path}: no such file")
+    with open(path) as f:
+        rows = json.load(f).get("attacks") or []
+    warnings = Warnings()
+    made = plot_cluster_attacks(out, rows, ATTACKS, warnings)
+    if not made:
+        sys.exit(f"nothing to replot in {out}")
+    for p in made:
+        log(f"written: {os.path.relpath(p, TOP)}")
+    return 0
+
+
 def main():
     args = parse_args()
+    if args.replot:
+        return replot(os.path.abspath(args.replot))
     prefix = f"ucl-{os.getpid()}"
     why = unavailable(prefix)
     if why is None and not (shutil.which("haproxy") or os.path.exists("/usr/sbin/haproxy")):
@@ -173,7 +198,8 @@ def main():
             if "attacks" in args.parts:
                 rows = run_attacks(cl, settings, args.attacks)
                 record["attacks"] = rows
-                sections += attacks_section(rows, where, args.victim)
+                made = plot_cluster_attacks(out, rows, ATTACKS, warnings)
+                sections += attacks_section(rows, where, args.victim, made)
             if "slow" in args.parts:
                 rows = run_slow(cl, settings, where)
                 record["slow"] = rows

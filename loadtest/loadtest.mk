@@ -15,7 +15,9 @@
 #   make loadtest-cluster  three unclog machines behind HAProxy in network
 #                       namespaces (root): the attacks through the balancer, rate-
 #                       limited hosts, a backend killed, a rolling restart (about
-#                       6 minutes; LOADTEST_ARGS="--parts kill,rolling", "--attacks hog")
+#                       6 minutes; LOADTEST_ARGS="--parts kill,rolling", "--attacks hog");
+#                       cluster.md and cluster-attacks.svg (loadtest/cluster.py
+#                       --replot DIR redraws the plot from DIR's cluster.json)
 #   make bench          unclog vs nginx, req/s and MB/s side by side
 #   make bench-pool     the clogging experiment at the pool level, through the
 #                       gateway without HTTP: fifo and fair, piece sizes, auto

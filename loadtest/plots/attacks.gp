@@ -4,10 +4,14 @@
 # the line, the more the other client's attack costs the victim. The p99
 # panels are log scale (milliseconds to seconds); the bulk panels are MB/s.
 # Parameters: out, dat, titles (one quoted title per block), bulk (the
-# numbers of the blocks in MB/s, from 1, separated by spaces).
+# numbers of the blocks in MB/s, from 1, separated by spaces), heading
+# (optional: the figure's title). cluster-attacks.svg (plots.py,
+# plot_cluster_attacks) draws the cluster's attacks with it: its rows are
+# "one attacker host" and "spread over 4 hosts", the victim alone on both.
 height = 450 * ((words(titles) + 1) / 2)
+if (!exists("heading")) heading = "The victim alone and while another client attacks"
 load "common.gp"
-set multiplot layout (words(titles) + 1) / 2, 2 title "The victim alone and while another client attacks"
+set multiplot layout (words(titles) + 1) / 2, 2 title heading
 set xtics rotate by -30 font ",14"
 # A margin above and below, so that no point sits on the frame.
 set offsets 0.5, 0.5, graph 0.08, graph 0.08

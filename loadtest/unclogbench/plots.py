@@ -152,3 +152,51 @@ def plot_attacks(mode, out, rows, attacks, figures, warnings):
     bulk = [str(i + 1) for i, a in enumerate(attacks) if a.victim in MB_S_VICTIMS]
     return gnuplot(out, "attacks.gp", f"{mode}-attacks.svg", warnings, dat=dat,
                    titles=titles, bulk=" ".join(bulk))  # the panels in MB/s
+
+
+CLUSTER_SPREADS = (("one", "one attacker host"), ("spread", "spread over 4 hosts"))
+
+
+def cluster_value(m, bulk):
+    """The victim's MB/s or p99 ms of one phase of cluster.json, None where there is none
+    (a p99 with nothing answered, or of 0, has no place on a log scale)."""
+    v = m.get("victim_mb_s" if bulk else "victim_p99_ms")
+    if v in (None, "") or not (bulk or (float(m.get("victim_ok") or 0) > 0 and float(v))):
+        return None
+    return float(v)
+
+
+def write_cluster_attacks(path, rows, attacks):
+    """attacks.gp's blocks for make loadtest-cluster: one per attack, a line per spread of
+    the attack (one host, four), the victim alone then attacked."""
+    by_name = {r["attack"]: r for r in rows}
+    with open(path, "w") as f:
+        for attack in attacks:
+            r, bulk = by_name[attack.name], attack.victim in MB_S_VICTIMS
+            key = "victim_mb_s" if bulk else "victim_p99_ms"
+            f.write(f"# {attack.name}: attacker hosts, victim {key} alone, attacked\n")
+            for phase, label in CLUSTER_SPREADS:
+                vals = [cluster_value(r["alone"], bulk), cluster_value(r[phase], bulk)]
+                failed = int(r[phase].get("victim_failed") or 0)
+                label += f" ({failed} failed)" if failed else ""
+                f.write(f'"{label}" ' + " ".join("NaN" if v is None else f"{v:g}"
+                                                 for v in vals) + "\n")
+            f.write("\n\n")
+
+
+def plot_cluster_attacks(out, rows, attacks, warnings):
+    """cluster-attacks.svg from cluster.json's attacks: one panel per attack, the victim
+    alone, under one attacker host and spread over four (attacks.gp)."""
+    if not shutil.which("gnuplot"):
+        warnings.add("gnuplot not installed: no plots (apt-get install gnuplot-nox)")
+        return []
+    ran = {r["attack"] for r in rows}
+    attacks = [a for a in attacks if a.name in ran]  # --attacks may have left some out
+    if not attacks:
+        return []
+    write_cluster_attacks(os.path.join(out, "cluster-attacks.dat"), rows, attacks)
+    bulk = [str(i + 1) for i, a in enumerate(attacks) if a.victim in MB_S_VICTIMS]
+    return gnuplot(out, "attacks.gp", "cluster-attacks.svg", warnings,
+                   dat="cluster-attacks.dat", titles=" ".join(f'"{a.short}"' for a in attacks),
+                   bulk=" ".join(bulk), heading="The victim through the balancer: alone, "
+                   "and while one attacker host or four attack")
