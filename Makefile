@@ -8,6 +8,9 @@
 #   make deps         install the Debian packages the build needs (root)
 #   make loadtest     the fairness experiment, quick pass (see loadtest/README.md);
 #                     make loadtest SHORT=1: its one-minute form (48 s measured)
+#   make loadtest-attacks  the attacks between clients alone (scenario 4);
+#                     LOADTEST_ARGS="--attackers 64" spreads each over 64 addresses,
+#                     "--attacks stalled" is the stalled-download shape (issue 39)
 #   make loadtest-cluster  three unclog machines behind HAProxy in network
 #                     namespaces (root): attacks, slow links, a backend lost, a rolling restart
 #   make format-check clang-format dry run

@@ -11,7 +11,11 @@
 #                       of scenario 4 the connection hog alone, no peers
 #   make loadtest-full  whole partition sweep + nginx/Node.js peers
 #   make loadtest-attacks  only the attacks between clients of loadtest-full
-#                       (scenario 4: unclog and the peers, three rounds)
+#                       (scenario 4: unclog and the peers, three rounds);
+#                       LOADTEST_ARGS="--attackers 64": each attack spread over
+#                       64 addresses (127.0.1.1-64, 1/64 of its connections each),
+#                       "--attacks stalled": 4,500 slow readers of /16m.bin against
+#                       a victim downloading 16 MiB files back to back (issue 39)
 #   make loadtest-cluster  three unclog machines behind HAProxy in network
 #                       namespaces (root): the attacks through the balancer, rate-
 #                       limited hosts, a backend killed, a rolling restart (about

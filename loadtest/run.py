@@ -6,6 +6,8 @@
     python3 loadtest/run.py full    # make loadtest-full: the whole sweep + peers, 58 min
     python3 loadtest/run.py bench   # make bench:         unclog vs nginx speed check
     python3 loadtest/run.py full --only attacks   # make loadtest-attacks: scenario 4 alone
+    python3 loadtest/run.py full --only attacks --attacks reader,stalled --attackers 64
+        # issue 39: the slow readers from 64 addresses (127.0.1.1-64), the stalled downloads
 
 Every server it starts is pinned to CPU 0 and every load generator (wrk, the
 probe, the page-cache evictor) to CPU 1 when there are two CPUs (but for bench's
@@ -50,7 +52,13 @@ def parse_args():
     ap.add_argument("--only", help="comma-separated parts of short, quick or full to run: "
                     + ",".join(PARTS) + " (the report is then MODE-PARTS.md)")
     ap.add_argument("--attacks", help="comma-separated attacks of scenario 4 to run: "
-                    "hog,silent,head,body,reader,files,gzip,bulk,paced (default all)")
+                    "hog,silent,head,body,reader,stalled,files,gzip,bulk,paced (default all);"
+                    " stalled: 4,500 slow readers of /16m.bin against a victim downloading "
+                    "16 MiB files back to back (its MB/s against alone)")
+    ap.add_argument("--attackers", type=int, default=1,
+                    help="spread each attack over N addresses, 127.0.1.1 ... 127.0.1.N, "
+                    "each with 1/N of its connections (default 1: from 127.0.0.1); the "
+                    "victim stays on 127.0.0.2")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold-cache variant")
     ap.add_argument("--behind-haproxy", action="store_true",
                     help="the attacks with Debian's haproxy in front of unclog, running "
@@ -89,6 +97,9 @@ def mode_settings(args):
         if unknown:
             sys.exit(f"--attacks: unknown attack {', '.join(sorted(unknown))}; attacks: "
                      + ",".join(a.name for a in attacks.ATTACKS))
+    if not 1 <= args.attackers <= attacks.MAX_ATTACKERS:
+        sys.exit(f"--attackers: 1 to {attacks.MAX_ATTACKERS}, not {args.attackers}")
+    settings["attackers"] = args.attackers
     if args.only and args.mode != "bench":
         settings["only"] = args.only.split(",")
         unknown = set(settings["only"]) - set(PARTS)

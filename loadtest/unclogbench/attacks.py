@@ -1,7 +1,12 @@
 """Scenario 4: the attacks between clients (issue 17), unclog and the peers.
 
 One address attacks (127.0.0.1), another is the victim (127.0.0.2, build/probe
---from); both connect to 127.0.0.1. Each attack gets a fresh server: first the
+--from); both connect to 127.0.0.1. With --attackers N (N > 1) the attack comes
+from N addresses, 127.0.1.1 ... 127.0.1.N, each with 1/N of the shape's
+connections (issue 39: a small botnet): slow.py takes the list and spreads its
+connections itself; build/probe binds one address, so N probes run, each with
+its share, and their JSON lines are summed. No attack uses wrk (it cannot bind
+a source address): every shape is build/probe or slow.py. Each attack gets a fresh server: first the
 victim alone, then the attacker starts and, after its lead, the victim runs
 again for as long. Rows are dicts of ATTACK_FIELDS plus "config"; report.py
 makes the table, plots.py the plot.
@@ -18,6 +23,8 @@ from .scenarios import alternate, cpu_stall_us
 from .servers import attack_peers, unclog
 
 ATTACKER, VICTIM = "127.0.0.1", "127.0.0.2"
+SPREAD_NET = "127.0.1."  # --attackers N > 1: 127.0.1.1 ... 127.0.1.N
+MAX_ATTACKERS = 254
 VICTIM_RATE = 100  # the victim's GETs per second
 WARMUP = 0.5  # seconds the victim's probe sends before it counts (probe.c: --warmup)
 VICTIM_GET = "/96k.bin"  # larger than the small-file cache takes (64k)
@@ -81,6 +88,13 @@ ATTACKS = (
            f"slow reader: {HOG:,} connections, each GET /16m.bin through a 1 KiB receive "
            f"buffer, 512 bytes read every {SLOW} s, reopened when closed",
            slow("read", "/16m.bin"), "get-close", 2.0, holds=True, slow=True),
+    # issue 39 item 1: the same slow readers against a victim that downloads, not one
+    # that asks for small files: do the attackers' stalled responses hold the memory
+    # the victim's large responses need?
+    Attack("stalled", "stalled download",
+           f"stalled download: {HOG:,} connections, each GET /16m.bin through a 1 KiB "
+           f"receive buffer, 512 bytes read every {SLOW} s, reopened when closed",
+           slow("read", "/16m.bin"), "bulk", 2.0, holds=True, slow=True),
     Attack("files", "small-file flood",
            f"small-file flood: 64 connections over {SMALL_FILES:,} distinct 8 KiB files",
            ("--flood", "64", "--get", SMALL, "--files", str(SMALL_FILES)), "get", 1.0),
@@ -110,13 +124,63 @@ VICTIMS = {
               "connection: MB/s that came in time"),
 }
 
-ATTACK_FIELDS = ["label", "kind", "round", "attack", "phase",
+ATTACK_FIELDS = ["label", "kind", "round", "attack", "phase", "attackers",
                  "victim_scheduled", "victim_ok", "victim_failed", "victim_refused",
                  "victim_p50_ms", "victim_p99_ms", "victim_max_ms", "victim_mb_s",
                  "victim_lag_max_ms", "attacker_req_s", "attacker_mb_s", "attacker_requests",
                  "attacker_errors", "attacker_refused", "attacker_server_closed",
                  "attacker_conns_opened", "cpu_pressure_pct", "series"]
-ATTACK_FIGURES = ATTACK_FIELDS[5:-1]  # the columns that have medians
+ATTACK_FIGURES = ATTACK_FIELDS[6:-1]  # the columns that have medians
+
+
+def attacker_addresses(n):
+    """The addresses an attack comes from: 127.0.0.1 alone, or 127.0.1.1 ... 127.0.1.N."""
+    if not 1 <= n <= MAX_ATTACKERS:
+        raise ValueError(f"--attackers: 1 to {MAX_ATTACKERS}, not {n}")
+    return [ATTACKER] if n == 1 else [f"{SPREAD_NET}{i}" for i in range(1, n + 1)]
+
+
+SPLIT = ("--hog", "--flood")  # build/probe's connection counts, shared among the addresses
+
+
+def probe_share(args, i, n):
+    """build/probe's ARGS for the I-th of N addresses: its share of --hog's or --flood's
+    connections (the first ones get one more when N does not divide them); None when
+    its share is none."""
+    out, share = list(args), None
+    for k, a in enumerate(out[:-1]):
+        if a in SPLIT:
+            total = int(out[k + 1])
+            share = total // n + (1 if i < total % n else 0)
+            out[k + 1] = str(share)
+    return out if share is None or share > 0 else None
+
+
+class Spread:
+    """N build/probe processes, one per address, finished as one: their JSON summed."""
+
+    SUMMED = ("requests", "errors", "refused", "server_closed", "conns_opened", "req_s", "mb_s")
+
+    def __init__(self, tools):
+        self.tools = tools
+
+    def json(self):
+        results = [t.json() for t in self.tools]
+        out = dict(results[0])
+        for key in self.SUMMED:
+            out[key] = round(sum(r.get(key) or 0 for r in results), 3)
+        return out
+
+
+def start_attacker(session, server, attack, seconds):
+    """The attack from the session's attacker addresses."""
+    sources = attacker_addresses(session.settings.get("attackers", 1))
+    args = attack.attacker_for(server)
+    if attack.slow:
+        return start_slow(session, server.port, args, seconds, ",".join(sources))
+    shares = [(a, probe_share(args, i, len(sources))) for i, a in enumerate(sources)]
+    tools = [start_probe_args(session, server.port, sh, seconds, a) for a, sh in shares if sh]
+    return tools[0] if len(tools) == 1 else Spread(tools)
 
 
 def configs(session):
@@ -165,9 +229,7 @@ def phase(session, server, attack, attacked, tag):
     csv = os.path.join(session.tmp, f"{tag}-victim.csv") if attack.victim != "bulk" else None
     att = None
     if attacked:
-        start = start_slow if attack.slow else start_probe_args
-        att = start(session, server.port, attack.attacker_for(server),
-                    attack.lead + WARMUP + seconds + 0.5, ATTACKER)
+        att = start_attacker(session, server, attack, attack.lead + WARMUP + seconds + 0.5)
         time.sleep(attack.lead)
     row = {"series": os.path.relpath(csv, session.out) if csv else ""}
     row.update(victim_row(start_probe_args(session, server.port, args, seconds, VICTIM,
@@ -198,7 +260,8 @@ def run_attacks(session):
             ph = "attacked" if attacked else "alone"
             stall0, t0 = cpu_stall_us(), time.time()
             row = {"label": server.label, "kind": server.config.server, "round": r,
-                   "attack": attack.name, "phase": ph, "config": server.config,
+                   "attack": attack.name, "phase": ph,
+                   "attackers": session.settings.get("attackers", 1), "config": server.config,
                    **phase(session, server, attack, attacked, f"{server.tag}-{ph}")}
             if stall0 is not None:
                 pct = (cpu_stall_us() - stall0) / ((time.time() - t0) * 1e6) * 100

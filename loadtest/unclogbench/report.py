@@ -191,7 +191,7 @@ def victim_value(m, bulk):
 def attacker_cell(m, attack):
     if m is None or m["attacker_req_s"] is None:
         return "–"
-    if attack.victim in MB_S_VICTIMS:
+    if attack.victim in MB_S_VICTIMS and not attack.holds:  # stalled: a hold, as reader
         return f"{m['attacker_mb_s']:,.0f} MB/s"
     cell = f"{m['attacker_req_s']:,.0f} req/s"
     if attack.holds:
@@ -201,7 +201,8 @@ def attacker_cell(m, attack):
 
 
 def attacker_rate(m, attack):
-    key = "attacker_mb_s" if attack.victim in MB_S_VICTIMS else "attacker_req_s"
+    key = ("attacker_mb_s" if attack.victim in MB_S_VICTIMS and not attack.holds
+           else "attacker_req_s")
     return m and m[key]
 
 
@@ -222,6 +223,15 @@ def baselines(rows, attacks):
     return {k: (statistics.median(v), len(v)) for k, v in pooled.items()}
 
 
+def sources(rows, attack):
+    """The table's words for the addresses the attack came from (--attackers)."""
+    ns = sorted({int(r.get("attackers") or 1) for r in rows if r["attack"] == attack.name})
+    if ns == [1]:
+        return "; from 1 address (127.0.0.1)"
+    return "; from " + " or ".join(f"{n} addresses (127.0.1.1–{n})" if n > 1 else
+                                   "1 address (127.0.0.1)" for n in ns)
+
+
 def attack_table(rows, attacks, victims, figures):
     """One line per attack and configuration: the victim attacked (the figure that
     counts), its baseline alone, their ratio, the failures, the attacker."""
@@ -240,7 +250,8 @@ def attack_table(rows, attacks, victims, figures):
         for i, config in enumerate(configs):
             alone, under = (s.get((config, attack.name, ph)) for ph in ("alone", "attacked"))
             # the attack and the victim's figure once, on the group's first line
-            what = [attack.title if i == 0 else "", victims[attack.victim][1] if i == 0 else "",
+            what = [attack.title + sources(rows, attack) if i == 0 else "",
+                    victims[attack.victim][1] if i == 0 else "",
                     config.label]
             if alone is None and under is None:
                 if "no door" in config.balancer:  # only for attacks that hold connections
@@ -267,7 +278,9 @@ def attack_table(rows, attacks, victims, figures):
 
 def attacks_section(rows, attacks, victims, figures, rounds, seconds, plots):
     intro = ("## 4. Attacks between clients\n\n"
-             "One client attacks from 127.0.0.1 while another, the victim, runs `build/probe "
+             "One client attacks from 127.0.0.1 (with `--attackers N`, from N addresses "
+             "127.0.1.1 … 127.0.1.N, each with 1/N of the attack's connections: the "
+             "attack column says which) while another, the victim, runs `build/probe "
              "--from 127.0.0.2`; both connect to 127.0.0.1, the server pinned as above. Each "
              "attack gets a fresh server: the victim alone, then the attacker and, after its "
              f"lead, the victim again; {seconds:g} s of victim per phase, medians over "

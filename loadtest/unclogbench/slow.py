@@ -1,12 +1,13 @@
 """The slow attacker of scenario 4, run as its own (pinned) process.
 
-    python3 slow.py --port P --from ADDR --shape head|body|read [--conns N]
+    python3 slow.py --port P --from ADDR[,ADDR...] --shape head|body|read [--conns N]
                     [--path PATH] [--interval S] [--duration S] [--every S] [--host ADDR]
 
 Holds --conns connections from ADDR to 127.0.0.1:P (or --host's address:
 127/8, or 192.0.2.0/24, the test hosts make loadtest-cluster makes in
 network namespaces; ADDR likewise), each reopened as soon as
-the server closes it, and on each, every --interval seconds (the connections
+the server closes it (several ADDRs, comma-separated: connection i comes from
+the (i mod n)-th, so each holds 1/n of them: make loadtest-attacks --attackers), and on each, every --interval seconds (the connections
 spread over the interval):
 
     head  one more header line of a GET of PATH that never ends
@@ -77,7 +78,7 @@ class Attacker:
         self.conns[slot] = c
         self.counts["conns_opened"] += 1
         try:
-            s.bind((self.args.source, 0))
+            s.bind((self.args.sources[slot % len(self.args.sources)], 0))
             rc = s.connect_ex((self.args.host, self.args.port))
         except OSError:
             rc = -1
@@ -256,7 +257,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--from", dest="source", default="127.0.0.1")
+    ap.add_argument("--from", dest="source", default="127.0.0.1",
+                    help="source address, or several comma-separated (connections spread)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--shape", choices=("head", "body", "read"), required=True)
     ap.add_argument("--conns", type=int, default=4500)
@@ -265,7 +267,8 @@ def main():
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--every", type=float, default=0.0)
     args = ap.parse_args()
-    for what, addr in (("--from", args.source), ("--host", args.host)):
+    args.sources = args.source.split(",")
+    for what, addr in [("--from", a) for a in args.sources] + [("--host", args.host)]:
         if not addr.startswith(("127.", "192.0.2.")):
             sys.exit(f"slow.py: {what} must be in 127/8 or 192.0.2.0/24: this is a load-test tool")
     if not raise_nofile(args.conns + 64):

@@ -6,11 +6,16 @@
 # CSV and (with gnuplot) its plots into the --out directory and leaves
 # nothing it started running (the test is the subreaper of what run.py
 # leaves behind). Needs wrk for the run; never compiles.
+# And --attackers N (issue 39): every attack shape of scenario 4 is started
+# from 127.0.1.1 ... 127.0.1.N with the connections shared among them (the
+# commands run.py would run, recorded, not run), slow.py's connections really
+# come from the addresses it is given, and run.py refuses --attackers 0.
 import ctypes
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -99,8 +104,90 @@ def check_short_run():
         shutil.rmtree(out, ignore_errors=True)
 
 
+class Recorder:
+    """A session whose processes are recorded, not started."""
+
+    def __init__(self, attackers):
+        self.settings = {"attackers": attackers}
+        self.probe, self.cmds = "probe", []
+        self.procs = self
+
+    def spawn(self, cmd, **_):
+        self.cmds.append(cmd)
+
+
+def arg(cmd, name):
+    return cmd[cmd.index(name) + 1] if name in cmd else None
+
+
+def check_attackers_reach_shapes():
+    sys.path.insert(0, os.path.join(REPO, "loadtest"))
+    from unclogbench import attacks
+
+    class Server:
+        port = 1
+
+        class config:
+            server = "unclog"
+
+    for attack in attacks.ATTACKS:
+        one, two = Recorder(1), Recorder(2)
+        attacks.start_attacker(one, Server, attack, 1.0)
+        attacks.start_attacker(two, Server, attack, 1.0)
+        is_([arg(c, "--from") for c in one.cmds], ["127.0.0.1"],
+            "%s: --attackers 1 attacks from 127.0.0.1" % attack.name)
+        if attack.slow:
+            is_([arg(c, "--from") for c in two.cmds], ["127.0.1.1,127.0.1.2"],
+                "%s: --attackers 2: one slow.py from both addresses" % attack.name)
+            continue
+        is_([arg(c, "--from") for c in two.cmds], ["127.0.1.1", "127.0.1.2"],
+            "%s: --attackers 2: a probe per address" % attack.name)
+        for flag in ("--hog", "--flood"):
+            if arg(one.cmds[0], flag):
+                is_(sum(int(arg(c, flag)) for c in two.cmds), int(arg(one.cmds[0], flag)),
+                    "%s: the two probes share %s's connections" % (attack.name, flag))
+    ok(any(a.name == "stalled" and a.slow and a.victim == "bulk" for a in attacks.ATTACKS),
+       "the stalled shape: slow readers against a downloading victim")
+    p = subprocess.run([sys.executable, RUN_PY, "full", "--attackers", "0"],
+                       capture_output=True, text=True, timeout=60)
+    ok(p.returncode != 0 and "--attackers" in p.stderr, "run.py refuses --attackers 0",
+       p.stderr)
+
+
+def check_slow_binds_addresses():
+    """slow.py --from A,B: the listener sees half the connections from each."""
+    lsn = socket.socket()
+    lsn.bind(("127.0.0.1", 0))
+    lsn.listen(64)
+    lsn.settimeout(10)
+    slow = subprocess.Popen([sys.executable, os.path.join(REPO, "loadtest", "unclogbench",
+                                                          "slow.py"),
+                             "--port", str(lsn.getsockname()[1]), "--shape", "head",
+                             "--from", "127.0.1.1,127.0.1.2", "--conns", "4",
+                             "--interval", "0.2", "--duration", "1.5"],
+                            stdout=subprocess.PIPE, text=True)
+    held, peers = [], []
+    try:
+        for _ in range(4):
+            c, (addr, _) = lsn.accept()
+            held.append(c)
+            peers.append(addr)
+        out, _ = slow.communicate(timeout=30)
+    finally:
+        if slow.poll() is None:
+            slow.kill()
+            slow.wait()
+        for c in held + [lsn]:
+            c.close()
+    is_(sorted(peers), ["127.0.1.1", "127.0.1.1", "127.0.1.2", "127.0.1.2"],
+        "slow.py --from 127.0.1.1,127.0.1.2: two connections from each")
+    like(out, r'"conns_opened": 4\b', "slow.py opened its 4 connections once each")
+
+
 def main():
     check_knob()
+    check_attackers_reach_shapes()
+    check_slow_binds_addresses()
     check_short_run()
 
 
