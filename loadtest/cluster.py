@@ -40,7 +40,10 @@ def parse_args():
     ap.add_argument("--probe", default=os.path.join(TOP, "build", "probe"))
     ap.add_argument("--out", help="results directory (default build/results/DATE-HOST)")
     ap.add_argument("--parts", default=",".join(PARTS), help="some of " + ",".join(PARTS))
-    ap.add_argument("--attacks", default=",".join(a.name for a in ATTACKS))
+    # The stalled-download shape (issue #39's open gap) is left out by default:
+    # the published cluster runs have the nine others; --attacks names it.
+    ap.add_argument("--attacks", default=",".join(a.name for a in ATTACKS if a.name != "stalled"),
+                    help="some of " + ",".join(a.name for a in ATTACKS) + " (default: all but stalled)")
     ap.add_argument("--victim", type=float, default=8.0,
                     help="seconds of the victim's probe per attack phase (default 8)")
     ap.add_argument("--nice", type=int, default=-10 if os.geteuid() == 0 else 0)
