@@ -137,8 +137,9 @@ def write_attacks(path, rows, attacks, figures):
             f.write("\n\n")
 
 
-def plot_attacks(mode, out, rows, attacks, figures, warnings):
-    """MODE-attacks.svg: the victim alone and attacked, per server, one panel per attack."""
+def draw_attacks(out, svg, dat, rows, attacks, write, warnings, **params):
+    """SVG by attacks.gp: one panel per attack of ATTACKS that ROWS ran, its data
+    written to DAT by WRITE(path, attacks); bulk panels in MB/s."""
     if not shutil.which("gnuplot"):
         warnings.add("gnuplot not installed: no plots (apt-get install gnuplot-nox)")
         return []
@@ -146,12 +147,17 @@ def plot_attacks(mode, out, rows, attacks, figures, warnings):
     attacks = [a for a in attacks if a.name in ran]  # --attacks may have left some out
     if not attacks:
         return []
-    dat = f"{mode}-attacks.dat"
-    write_attacks(os.path.join(out, dat), rows, attacks, figures)
+    write(os.path.join(out, dat), attacks)
     titles = " ".join(f'"{a.short}"' for a in attacks)
     bulk = [str(i + 1) for i, a in enumerate(attacks) if a.victim in MB_S_VICTIMS]
-    return gnuplot(out, "attacks.gp", f"{mode}-attacks.svg", warnings, dat=dat,
-                   titles=titles, bulk=" ".join(bulk))  # the panels in MB/s
+    return gnuplot(out, "attacks.gp", svg, warnings, dat=dat, titles=titles,
+                   bulk=" ".join(bulk), **params)
+
+
+def plot_attacks(mode, out, rows, attacks, figures, warnings):
+    """MODE-attacks.svg: the victim alone and attacked, per server, one panel per attack."""
+    return draw_attacks(out, f"{mode}-attacks.svg", f"{mode}-attacks.dat", rows, attacks,
+                        lambda path, ran: write_attacks(path, rows, ran, figures), warnings)
 
 
 CLUSTER_SPREADS = (("one", "one attacker host"), ("spread", "spread over 4 hosts"))
@@ -187,16 +193,7 @@ def write_cluster_attacks(path, rows, attacks):
 def plot_cluster_attacks(out, rows, attacks, warnings):
     """cluster-attacks.svg from cluster.json's attacks: one panel per attack, the victim
     alone, under one attacker host and spread over four (attacks.gp)."""
-    if not shutil.which("gnuplot"):
-        warnings.add("gnuplot not installed: no plots (apt-get install gnuplot-nox)")
-        return []
-    ran = {r["attack"] for r in rows}
-    attacks = [a for a in attacks if a.name in ran]  # --attacks may have left some out
-    if not attacks:
-        return []
-    write_cluster_attacks(os.path.join(out, "cluster-attacks.dat"), rows, attacks)
-    bulk = [str(i + 1) for i, a in enumerate(attacks) if a.victim in MB_S_VICTIMS]
-    return gnuplot(out, "attacks.gp", "cluster-attacks.svg", warnings,
-                   dat="cluster-attacks.dat", titles=" ".join(f'"{a.short}"' for a in attacks),
-                   bulk=" ".join(bulk), heading="The victim through the balancer: alone, "
-                   "and while one attacker host or four attack")
+    return draw_attacks(out, "cluster-attacks.svg", "cluster-attacks.dat", rows, attacks,
+                        lambda path, ran: write_cluster_attacks(path, rows, ran), warnings,
+                        heading="The victim through the balancer: alone, "
+                        "and while one attacker host or four attack")
