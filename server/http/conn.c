@@ -780,6 +780,12 @@ static bool parse_input(struct conn *c)
             used = (size_t)(llhttp_get_error_pos(&c->parser) - start);
         } else if (err != HPE_OK) {
             c->in_len = 0;
+            /* A head refused by a callback is answered as if its bytes had
+             * come one by one: the line check of what came before it first. */
+            const char *at = llhttp_get_error_pos(&c->parser);
+            if (c->error && c->parsed < PARSED_HEAD && at != NULL && at >= c->scanned &&
+                strict_lines_scan(&c->lines, c->scanned, (size_t)(at - c->scanned)) < 0)
+                c->error = 0;
             refuse_input(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
             break;
         }

@@ -63,15 +63,16 @@ static int on_message_begin(llhttp_t *p)
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
     struct conn *c = parser_conn(p);
-    if (len > c->url_max - c->url_len)
-        return refuse(c, 414);
-    if (!strict_target_chars(at, len))
-        return refuse(c, 400);
-    /* The request line up to here, then what follows the target. */
+    /* The request line up to here first, then what follows the target:
+     * the same checks in the same order however the line is split. */
     if (strict_lines_scan(&c->lines, c->scanned, (size_t)(at - c->scanned)) < 0)
         return refuse(c, 400);
     strict_lines_target(&c->lines);
     c->scanned = at + len;
+    if (len > c->url_max - c->url_len)
+        return refuse(c, 414);
+    if (!strict_target_chars(at, len))
+        return refuse(c, 400);
     memcpy(c->url + c->url_len, at, len);
     c->url_len += len;
     return 0;

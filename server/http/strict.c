@@ -21,6 +21,10 @@ int strict_lines_scan(struct strict_lines *s, const char *p, size_t len)
         /* A line that starts with white space continues the previous one. */
         if (s->line_start && (c == ' ' || c == '\t'))
             return -1;
+        /* A request line that ends at its target names no version: an
+         * HTTP/0.9 request, which llhttp reports as such (answered 505). */
+        if (s->proto == 0 && c == '\r')
+            s->proto = -1;
         if (s->proto >= 0 && s->proto < 6 && c != " HTTP/"[s->proto++])
             return -1;
         if (c == '\r')

@@ -138,6 +138,7 @@ BAD = [
     ("control byte in the target", b"GET /x\x01.txt HTTP/1.1\r\nHost: a\r\n\r\n"),
     ("fragment in the target", b"GET /x.txt#f HTTP/1.1\r\nHost: a\r\n\r\n"),
     ("HTTP/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
+    ("HTTP/0.9 request with a bare LF", b"GET /x.txt\n\r\n"),
     ("TLS hello", b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + b"\x00" * 32),
 ]
 
@@ -305,6 +306,8 @@ def main():
             check_bad(srv, desc, raw, 505, False)
         for desc, raw in BAD:
             check_bad(srv, desc, raw, 400, True)
+        for desc, raw in UNSUPPORTED:
+            check_bad(srv, desc, raw, 505, True)
         test_valid(srv)
         test_extensions(srv)
         test_ows(srv)

@@ -45,7 +45,8 @@ static void test_lines(void)
         {"GET ^ HTTP/1.0\r\n\r\n", 0},
         {"GET ^ RTSP/1.0\r\n\r\n", -1},
         {"SOURCE ^ ICE/1.0\r\n\r\n", -1},
-        {"GET ^\r\n\r\n", -1}, /* HTTP/0.9 */
+        {"GET ^\r\n\r\n", 0}, /* HTTP/0.9: llhttp reports it, answered 505 */
+        {"GET ^\n\r\n", -1},
         {"GET ^ HTTP\r\n\r\n", -1},
         {"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", 0}, /* an empty line first is allowed */
         {"GET / HTTP/1.1\r\nX: a\tb\r\n\r\n", 0},
