@@ -7,9 +7,13 @@
 #     showing every key;
 #   - docs/reference.md's endpoints table against `unclog --routes`;
 #   - every source file named in docs/DESIGN.md's room tree, under its own
-#     directory there;
+#     directory there, and every .c on a line of its own there, once;
+#   - docs/DESIGN.md at most 350 lines, and it and docs/design/*.md free of
+#     measured figures and change history (those live in docs/results.md
+#     and git);
 #   - every command of README.md's sh blocks run by .ci/run or a test;
-#   - every relative link of README.md and docs/*.md naming a file.
+#   - every relative link of README.md, docs/*.md and docs/design/*.md
+#     naming a file.
 import glob
 import os
 import re
@@ -150,6 +154,44 @@ def check_design_tree():
             missing.append(f)
     is_(missing, [], "docs/DESIGN.md's room tree names every source file (%d) in its room"
         % len(files))
+    # Each .c has a line of its own (its name first, then its one job), once.
+    lines = {}
+    for d, text in rooms.items():
+        for line in text.splitlines():
+            word = line.split(" ", 1)[0]
+            if word.endswith(".c"):
+                key = os.path.normpath(os.path.join("" if d == "." else d, word))
+                lines[key] = lines.get(key, 0) + 1
+    sources = [f for f in files if f.endswith(".c")]
+    wrong = ["%s: %d lines" % (f, lines.get(f, 0)) for f in sorted(sources) if lines.get(f) != 1]
+    wrong += ["%s: no such file" % f for f in sorted(set(lines) - set(sources))]
+    is_(wrong, [], "docs/DESIGN.md's room tree gives each .c (%d) one line of its own"
+        % len(sources))
+
+
+# A measured figure: a number with a unit of time, rate or ratio (sizes such
+# as 256 KiB are thresholds of the code, not measurements).
+FIGURE = re.compile(r"\b\d[\d.,]*\s?(?:ms|µs|ns|MB/s|GB/s|Mbit/s|req/s|%|×)(?!\w)")
+# History: what the code did before, or when something changed.
+HISTORY = re.compile(r"\b(?:no longer|as before|used to|any ?more|since then|before (?:that|this) "
+                     r"change|issue #?\d+)\b", re.I)
+
+
+def check_design_size():
+    design = read("docs/DESIGN.md")
+    n = len(design.splitlines())
+    ok(n <= 350, "docs/DESIGN.md is at most 350 lines (%d)" % n)
+    notes = sorted(os.path.relpath(p, REPO)
+                   for p in glob.glob(os.path.join(REPO, "docs", "design", "*.md")))
+    found = []
+    for rel in ["docs/DESIGN.md"] + notes:
+        for i, line in enumerate(read(rel).splitlines(), 1):
+            for pattern, what in ((FIGURE, "figure"), (HISTORY, "history")):
+                m = pattern.search(line)
+                if m:
+                    found.append("%s:%d: %s %r" % (rel, i, what, m.group(0)))
+    is_(found, [], "docs/DESIGN.md and docs/design/*.md (%d) hold no measured figure and no "
+        "history" % len(notes))
 
 
 def readme_commands():
@@ -184,8 +226,9 @@ def check_readme_commands():
 
 def check_links():
     broken = []
-    for rel in ["README.md"] + sorted(os.path.relpath(p, REPO)
-                                      for p in glob.glob(os.path.join(REPO, "docs", "*.md"))):
+    docs = glob.glob(os.path.join(REPO, "docs", "*.md")) + \
+        glob.glob(os.path.join(REPO, "docs", "design", "*.md"))
+    for rel in ["README.md"] + sorted(os.path.relpath(p, REPO) for p in docs):
         for target in re.findall(r"\]\(([^)\s]+)\)", read(rel)):
             if re.match(r"^[a-z]+:", target) or target.startswith("#"):
                 continue
@@ -193,13 +236,14 @@ def check_links():
                                                  target.split("#", 1)[0]))
             if not os.path.exists(path):
                 broken.append("%s: %s" % (rel, target))
-    is_(broken, [], "every relative link of README.md and docs/*.md names a file")
+    is_(broken, [], "every relative link of README.md, docs/*.md and docs/design/*.md names a file")
 
 
 def main():
     check_keys()
     check_routes()
     check_design_tree()
+    check_design_size()
     check_readme_commands()
     check_links()
     ok(len(read("README.md").splitlines()) <= 300, "README.md is at most 300 lines")
