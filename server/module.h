@@ -130,10 +130,10 @@ struct server_refresh {
 };
 
 /* How long a refresh waits for the other workers: a /stats answer is late
- * by at most this. A woken worker answers within a millisecond or two; the
- * bound is past the workers' own publication period (FIGURES_PUBLISH_MS), so
- * that a worker late to wake on a busy machine still answers with its
- * periodic publication and the totals stay exact. */
+ * by at most this. A woken worker answers at once; the bound is past the
+ * workers' own publication period (FIGURES_PUBLISH_MS), so that a worker
+ * late to wake on a busy machine still answers with its periodic
+ * publication and the totals stay exact. */
 #define SERVER_REFRESH_WAIT_MS 300
 
 /* With workers: asks every other running worker to publish its figures now

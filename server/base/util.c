@@ -59,8 +59,9 @@ static bool put_signed(struct buf *b, size_t *at, long long v)
 }
 
 /* The conversions a response head uses (%s %c %d %u %lld %llu %zu %%), by
- * hand: vsnprintf costs a microsecond a response. Anything else, or a
- * line that does not fit, returns false having written nothing. */
+ * hand: vsnprintf's generality costs every response (docs/results.md has
+ * what it cost). Anything else, or a line that does not fit, returns false
+ * having written nothing. */
 static bool format_simple(struct buf *b, const char *fmt, va_list ap)
 {
     if (b->data == NULL)

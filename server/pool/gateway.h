@@ -60,12 +60,11 @@ struct gateway_job {
  * run GATEWAY_GIVE_WAY_US of CPU time since it started or last gave way
  * (call it only where work remains: giving way as a job ends is no use,
  * its thread goes on to the next job or sleeps anyway). On a busy CPU
- * the kernel lets a running thread finish its time slice (by default
- * 0.75 ms scaled by the CPUs: 1.5 ms on 2; what the woken loop waited
- * under a /gzip flood is in docs/how-it-works.md) before a thread it woke
- * runs: the loop thread woken by
- * a client's request, or a worker woken for another client's short job,
- * would wait that long behind each deflate. Giving way costs a system call
+ * the kernel lets a running thread finish its time slice (the kernel's
+ * default, scaled by the CPUs; what the woken loop waited under a /gzip
+ * flood is in docs/results.md) before a thread it woke runs: the loop
+ * thread woken by a client's request, or a worker woken for another
+ * client's short job, would wait that long behind each deflate. Giving way costs a system call
  * that returns at once when nothing else waits for the CPU. */
 #define GATEWAY_GIVE_WAY_US 50
 void gateway_give_way(void);
