@@ -208,7 +208,7 @@ test-asan: build/asan/unclog $(UNIT_BIN)
 TSAN_INTEG := $(addprefix tests/integration/,05_partition.t 06_gzip.t 08_backpressure.t \
               10_shutdown.t 11_reload.t 12_workers.t 13_job_classes.t 14_scheduler.t 15_memory.t \
               16_settings.t 29_send_share.t 31_ranges.t 32_directories.t 33_compression.t \
-              36_cache.t 55_turns.t 59_zlib_reuse.t)
+              36_cache.t 55_turns.t 63_zlib_reuse.t)
 test-tsan: build/tsan/unclog
 	$(INTEG_ENV) UNCLOG_BIN=$(CURDIR)/build/tsan/unclog UNCLOG_TSAN=1 \
 	    TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $$TSAN_OPTIONS" $(PROVE) $(TSAN_INTEG)
