@@ -332,7 +332,7 @@ static int gzip_on_request(struct conn *c, const struct request *req)
     d->base.remaining = d->body_left;
     /* The pump owns the source; the window is shut until it has memory, so
      * on_body never runs for a source that is gone. */
-    conn_set_state(c, d, NULL);
+    conn_set_handler_state(c, d, NULL);
     conn_head_start(c, 200);
     conn_head_add(c, "Content-Type: application/gzip\r\n");
     conn_send_source(c, &d->base, -1);
@@ -341,7 +341,7 @@ static int gzip_on_request(struct conn *c, const struct request *req)
 
 static int gzip_on_body(struct conn *c, const char *at, size_t len)
 {
-    struct deflate_source *d = conn_state(c);
+    struct deflate_source *d = conn_handler_state(c);
     d->body_len += len; /* the core refused it past gzip_max_body */
     /* The window keeps LEN within the buffer. */
     memcpy(d->in + d->in_len, at, len);
@@ -359,7 +359,7 @@ static int gzip_on_body(struct conn *c, const char *at, size_t len)
 
 static void gzip_on_body_end(struct conn *c)
 {
-    struct deflate_source *d = conn_state(c);
+    struct deflate_source *d = conn_handler_state(c);
     d->body_done = true;
     pump_kick(d->base.pump);
 }

@@ -172,13 +172,13 @@ static int settings_on_headers(struct conn *c, const struct request *req)
     if (f == NULL)
         return 503;
     f->len = 0;
-    conn_set_state(c, f, free);
+    conn_set_handler_state(c, f, free);
     return 0;
 }
 
 static int settings_on_body(struct conn *c, const char *at, size_t len)
 {
-    struct form *f = conn_state(c);
+    struct form *f = conn_handler_state(c);
     if (f == NULL)
         return 0;
     if (len > FORM_MAX - f->len)
@@ -364,7 +364,7 @@ static int settings_on_request(struct conn *c, const struct request *req)
     if ((why = settings_refusal(req)) != NULL)
         return refuse(c, "/settings answers only its own page: ", why);
     if (req->method == HTTP_POST)
-        return settings_post(c, conn_state(c));
+        return settings_post(c, conn_handler_state(c));
     return send_settings(c, 200);
 }
 

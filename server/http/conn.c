@@ -312,7 +312,7 @@ static void maybe_free(struct conn *c)
 {
     if (c->state != CONN_CLOSED || c->holds > 0 || c->pump.src != NULL)
         return;
-    conn_set_state(c, NULL, NULL);
+    conn_set_handler_state(c, NULL, NULL);
     pump_free(&c->pump);
     free(c->body);
     struct conn_env *env = c->env;
@@ -1054,7 +1054,7 @@ static void finish(struct conn *c, bool parse_next)
     uint64_t us = c->started_ns ? (uv_hrtime() - c->started_ns) / 1000 : 0;
     env->response_done(env->owner, c->route, c->status, c->bytes, us);
     c->route = NULL;
-    conn_set_state(c, NULL, NULL);
+    conn_set_handler_state(c, NULL, NULL);
     drop_stream(c); /* a response that ended before its body did */
     if (!c->keep_alive || *env->stopping) {
         /* Always: bytes the client sent meanwhile may wait unread in the

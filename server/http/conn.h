@@ -18,10 +18,10 @@ void conn_body_window(struct conn *c, size_t bytes);
 /* Per-request state of a handler, freed by the core with FREE_FN (if not
  * NULL: owned elsewhere) when the request ends or the connection dies.
  * Replaces (and frees) any previous. */
-void conn_set_state(struct conn *c, void *state, void (*free_fn)(void *));
-void *conn_state(struct conn *c);
+void conn_set_handler_state(struct conn *c, void *state, void (*free_fn)(void *));
+void *conn_handler_state(struct conn *c);
 /* Hands the state back to the caller without freeing it. */
-void *conn_take_state(struct conn *c);
+void *conn_take_handler_state(struct conn *c);
 
 struct server *conn_server(struct conn *c);
 /* The client (its address under client_prefix, hashed: client_of): whose

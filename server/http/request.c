@@ -397,7 +397,7 @@ const struct request *conn_request(const struct conn *c)
     return &c->req;
 }
 
-void conn_set_state(struct conn *c, void *state, void (*free_fn)(void *))
+void conn_set_handler_state(struct conn *c, void *state, void (*free_fn)(void *))
 {
     if (c->handler_state != NULL && c->state_free != NULL)
         c->state_free(c->handler_state);
@@ -405,12 +405,12 @@ void conn_set_state(struct conn *c, void *state, void (*free_fn)(void *))
     c->state_free = free_fn;
 }
 
-void *conn_state(struct conn *c)
+void *conn_handler_state(struct conn *c)
 {
     return c->handler_state;
 }
 
-void *conn_take_state(struct conn *c)
+void *conn_take_handler_state(struct conn *c)
 {
     void *state = c->handler_state;
     c->handler_state = NULL;
