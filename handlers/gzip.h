@@ -1,8 +1,7 @@
 #ifndef UNCLOG_GZIP_H
 #define UNCLOG_GZIP_H
 
-#include <stdbool.h>
-#include <stdint.h>
+#include <stddef.h>
 
 #include "server/http/conn.h"
 #include "server/module.h"
@@ -25,15 +24,5 @@ struct gzip_config {
     size_t gzip_partition; /* input bytes per deflate job, or CONFIG_WHOLE */
     size_t gzip_max_body;  /* largest POST /gzip body: 413 beyond */
 };
-
-/* A source that gzips SIZE bytes of FD, one piece of the file per
- * threadpool job (read and deflated; the pump cuts the pieces as for any
- * file read), and closes FD after the last read. Takes FD. Returns NULL when
- * out of memory (FD is then closed). */
-struct pump_source *gzip_file_source(int fd, uint64_t size);
-
-/* Whether an Accept-Encoding value ACCEPT (NULL: no such header) allows
- * gzip (RFC 9110 12.5.3): gzip or x-gzip, else *, with a weight above 0. */
-bool gzip_accepted(const char *accept);
 
 #endif

@@ -1,6 +1,6 @@
 #include "handlers/observe/dashboard.h"
 
-#include "handlers/gzip.h"
+#include "handlers/deflate.h"
 #include "handlers/observe/stats.h"
 
 /* The page shows what /stats does: it answers the viewers /stats answers. */
