@@ -1,8 +1,11 @@
 /* A connection's state machine (the states are listed at enum conn_state):
- * the events that move it (input, the timer, writes done, the pump done),
- * the one transition function, the parse loop, dispatch and refusals, the
- * writes, and the end of a response. request.c and response.c fill in what
- * a request says and what a head holds; only this file acts. */
+ * the events that move it (input, writes done, the pump done), the one
+ * transition function, its lifetime, the parse loop, dispatch and
+ * refusals, and the end of a response. The other files of the connection
+ * (conn_internal.h): timer.c (its timer, deadlines and pace), send.c (a
+ * response's writes), accept.c (a socket becomes a connection), proxy.c
+ * (a balancer's PROXY header); request.c and response.c fill in what a
+ * request says and what a head holds. */
 #include "server/http/conn.h"
 #include "server/http/conn_internal.h"
 #include "server/base/snapshot.h"
@@ -16,13 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static void conn_on_timer(uv_timer_t *timer);
-static void resume(struct conn *c);
 static void turn_leave(struct conn *c);
 static void turns_on_idle(uv_idle_t *idle);
-static void drop_stream(struct conn *c);
-static void name_client(struct conn *c, const struct sockaddr *sa, struct addr_prefix *client);
-static void peer_client(struct conn *c, struct addr_prefix *client);
 
 /* ---- small accessors ------------------------------------------------------ */
 
@@ -66,7 +64,7 @@ static bool streaming(const struct conn *c)
 
 #define TO(s) (1u << (s))
 
-/* The table at enum conn_state, as enter() checks it. */
+/* The table at enum conn_state, as conn__enter() checks it. */
 static const unsigned next_states[CONN_STATES] = {
     [CONN_NEW] = TO(CONN_HEAD) | TO(CONN_SEND) | TO(CONN_CLOSING),
     [CONN_IDLE] = TO(CONN_HEAD) | TO(CONN_SEND) | TO(CONN_CLOSING),
@@ -101,75 +99,12 @@ static bool wants_input(const struct conn *c)
 
 static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf);
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
-static void close_conn(struct conn *c, bool reset);
-
-/* Whether C waits for (the rest of) a request head. */
-static bool awaits_head(const struct conn *c)
-{
-    return c->state == CONN_NEW || c->state == CONN_HEAD;
-}
-
-/* Whether C's state moves a body or a response, measured against min_rate. */
-static bool rated(const struct conn *c)
-{
-    return c->state >= CONN_BODY && c->state <= CONN_REFUSING;
-}
-
-/* Whether C waits on its client rather than on us: for (more of) its body,
- * or for it to take the bytes queued on its socket. */
-static bool waits_on_client(const struct conn *c)
-{
-    if (c->in_len > 0)
-        return false; /* input waits for its turn or its window */
-    if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN)
-        return true;
-    return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp) > 0;
-}
-
-/* Adds the response bytes the pump handed on since the last look to C's
- * meter; says whether C is slow: it moves below min_rate while it waits
- * on its client. */
-static bool slow(struct conn *c)
-{
-    uint64_t now = uv_now(c->env->loop), min_rate = conn__cfg(c)->min_rate;
-    /* The timer looks at the start of every window: the pump's bytes since
-     * the last look count in that look's window, not in the one just begun. */
-    client_meter_add(&c->meter, c->pump.sent - c->rate_pumped,
-                     c->meter.window * CLIENTS_RATE_WINDOW_MS);
-    c->rate_pumped = c->pump.sent;
-    return min_rate > 0 && waits_on_client(c) && client_meter_slow(&c->meter, min_rate, now);
-}
-
-/* In which order C may close for another client's newcomer (clients.h):
- * first when kept alive between requests or silent and late for its first
- * head (a tenth of header_timeout), then a late head (silent or slow to
- * come), then a body or response moving below min_rate, else busy. Idle
- * or late only with no input unparsed in its buffer. Not a new connection
- * sooner: a request may be in its socket, not yet read. */
-static enum client_class give_way_class(struct conn *c)
-{
-    if (c->state >= CONN_CLOSING)
-        return CLIENT_NONE;
-    if (c->in_len == 0 && (c->state == CONN_IDLE || (c->state == CONN_NEW && c->head_late)))
-        return CLIENT_IDLE;
-    if (c->in_len == 0 && c->state == CONN_HEAD && c->head_late)
-        return CLIENT_LATE;
-    return rated(c) && slow(c) ? CLIENT_SLOW : CLIENT_BUSY;
-}
-
-/* Puts C in its class among its client's connections. */
-static void place(struct conn *c)
-{
-    enum client_class class = give_way_class(c);
-    if (class != c->client.class)
-        clients_set_class(c->env->clients, &c->client, class);
-}
 
 /* Starts or stops reading to match the state and the buffer, and places C
  * among its client's connections. */
-static void follow_input(struct conn *c)
+void conn__follow_input(struct conn *c)
 {
-    place(c);
+    conn__place(c);
     bool want = wants_input(c);
     if (want == c->reading)
         return;
@@ -185,107 +120,13 @@ static void follow_input(struct conn *c)
     } else if (uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read) == 0) {
         c->reading = true;
     } else {
-        close_conn(c, false);
+        conn__close(c, false);
     }
-}
-
-/* One timer per connection, set as the state changes. Progress inside a
- * state (body bytes, bytes taken by the client) only moves c->deadline; the
- * timer, when it fires early, goes back to sleep until the new deadline.
- * A timer already set for no later than DELAY_MS is left as it is (three
- * states a request, each re-setting it, cost a heap's remove and insert
- * each): it fires early and sleeps again until c->wake_at. */
-static void arm_timer(struct conn *c, uint64_t delay_ms)
-{
-    c->wake_at = uv_now(c->env->loop) + delay_ms;
-    if (uv_is_active((uv_handle_t *)&c->timer) && uv_timer_get_due_in(&c->timer) <= delay_ms)
-        return;
-    if (uv_timer_start(&c->timer, conn_on_timer, delay_ms, 0) < 0)
-        close_conn(c, false); /* only when closing already */
-}
-
-/* Whether the client, not the request, is what the state waits on. */
-static bool sending(const struct conn *c)
-{
-    return c->state == CONN_SEND || c->state == CONN_STREAM_SHUT || c->state == CONN_REFUSING;
-}
-
-/* A client that reads nothing shows no change in the socket's queue, which
- * libuv empties as the kernel takes bytes. A check every quarter of the
- * timeout bounds the lateness of the cut to that quarter. */
-static unsigned send_check_ms(const struct conn *c)
-{
-    return conn__cfg(c)->send_timeout / 4 + 1;
-}
-
-/* How long until C's meter starts its next window, when its progress is
- * measured (rated, min_rate on); else MS. Whether it went slow is looked
- * at then. */
-static uint64_t rate_check(const struct conn *c, uint64_t ms)
-{
-    if (!rated(c) || conn__cfg(c)->min_rate == 0)
-        return ms;
-    uint64_t left = CLIENTS_RATE_WINDOW_MS - uv_now(c->env->loop) % CLIENTS_RATE_WINDOW_MS;
-    return left < ms ? left : ms;
-}
-
-/* A body's deadline at NOW: body_timeout of silence, within body_max_time
- * of its start. */
-static uint64_t body_deadline(const struct conn *c, uint64_t now)
-{
-    uint64_t silence = now + conn__cfg(c)->body_timeout;
-    return silence < c->body_end ? silence : c->body_end;
-}
-
-/* The timeout of each state that has one (0: none, or kept). */
-static unsigned state_timeout(const struct conn *c, enum conn_state from)
-{
-    const struct config *cfg = conn__cfg(c);
-    switch (c->state) {
-    case CONN_NEW:
-        return cfg->header_timeout;
-    case CONN_IDLE:
-        return cfg->keepalive_timeout;
-    case CONN_HEAD:
-        return from == CONN_NEW ? 0 : cfg->header_timeout; /* NEW's deadline holds */
-    case CONN_BODY:
-    case CONN_STREAM_OPEN:
-        return cfg->body_timeout;
-    case CONN_STREAM_SHUT:
-    case CONN_SEND:
-    case CONN_REFUSING:
-        return cfg->send_timeout;
-    case CONN_LINGER:
-        return LINGER_MS;
-    default:
-        return 0;
-    }
-}
-
-/* Arms the timer for the state C has just entered from FROM. */
-static void arm_state(struct conn *c, enum conn_state from)
-{
-    unsigned timeout_ms = state_timeout(c, from);
-    if (timeout_ms == 0)
-        return;
-    uint64_t now = uv_now(c->env->loop);
-    c->deadline = now + timeout_ms;
-    if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN)
-        c->deadline = body_deadline(c, now);
-    if (sending(c)) {
-        c->sent_queue = 0;
-        c->sent_pumped = c->pump.sent;
-    }
-    /* A head's first wake-up comes early: it makes the head late. */
-    uint64_t left = c->deadline > now ? c->deadline - now : 0;
-    uint64_t first = awaits_head(c) ? timeout_ms / CONN_LATE_PART + 1 : left;
-    /* A resume that is due keeps its turn at once; the deadline holds. */
-    arm_timer(c, c->resume_due ? 0 : rate_check(c, sending(c) ? send_check_ms(c) : first));
 }
 
 /* The one place the state changes: checks the move against the table, arms
  * the new state's timer and reads or not to match. */
-static void enter(struct conn *c, enum conn_state state)
+void conn__enter(struct conn *c, enum conn_state state)
 {
     enum conn_state from = c->state;
     if ((next_states[from] & TO(state)) == 0)
@@ -293,7 +134,7 @@ static void enter(struct conn *c, enum conn_state state)
     c->state = state;
     if (state == CONN_IDLE)
         c->head_late = false; /* the next request's head is due anew */
-    if (from == CONN_HEAD && rated(c)) {
+    if (from == CONN_HEAD && conn__rated(c)) {
         /* A request's body or response begins: its progress is measured,
          * and its body is due within body_max_time. */
         uint64_t now = uv_now(c->env->loop);
@@ -301,14 +142,14 @@ static void enter(struct conn *c, enum conn_state state)
         c->rate_pumped = c->pump.sent;
         c->body_end = now + conn__cfg(c)->body_max_time;
     }
-    arm_state(c, from);
-    follow_input(c);
+    conn__arm_state(c, from);
+    conn__follow_input(c);
 }
 
 /* ---- lifetime -------------------------------------------------------------- */
 
 /* Frees C once its handles are closed, its pump idle and nothing holds it. */
-static void maybe_free(struct conn *c)
+void conn__maybe_free(struct conn *c)
 {
     if (c->state != CONN_CLOSED || c->holds > 0 || c->pump.src != NULL)
         return;
@@ -333,18 +174,18 @@ static void conn_on_close(uv_handle_t *handle)
     struct conn *c = handle->data;
     if (--c->handles > 0)
         return;
-    enter(c, CONN_CLOSED);
-    maybe_free(c);
+    conn__enter(c, CONN_CLOSED);
+    conn__maybe_free(c);
 }
 
 /* Closes both handles; RESET closes with SO_LINGER 0: an RST, and the
  * kernel drops the unsent bytes at once instead of retrying them to a
  * client that reads nothing. */
-static void close_conn(struct conn *c, bool reset)
+void conn__close(struct conn *c, bool reset)
 {
     if (c->state >= CONN_CLOSING)
         return;
-    enter(c, CONN_CLOSING);
+    conn__enter(c, CONN_CLOSING);
     turn_leave(c);
     if (c->env->pump->sender != NULL)
         pump_sender_drop(c->env->pump->sender, &c->send);
@@ -362,114 +203,33 @@ void conn_hold(struct conn *c)
 void conn_release(struct conn *c)
 {
     c->holds--;
-    maybe_free(c);
+    conn__maybe_free(c);
 }
 
 void conn_evict(struct client_link *l)
 {
     struct conn *c = container_of(l, struct conn, client);
-    bool idle = c->state == CONN_IDLE || awaits_head(c);
+    bool idle = c->state == CONN_IDLE || conn__awaits_head(c);
     log_debug("closing %s %s: its client holds the most connections", idle ? "idle" : "busy",
               c->peer);
     /* A request under way gets a reset: the kernel drops what is unsent
      * instead of retrying it to a client that may read nothing. */
-    close_conn(c, !idle);
+    conn__close(c, !idle);
 }
-
-static void refuse(struct conn *c, const char *why);
-static void finish(struct conn *c, bool parse_next);
 
 void conn_stop_all(struct conn_env *env, bool force)
 {
-    /* close_conn unlinks a connection only later, from its close callback:
+    /* conn__close unlinks a connection only later, from its close callback:
      * walking the list here is safe. */
     for (struct conn *c = env->conns; c != NULL; c = c->next) {
         if (force && streaming(c) && pump_head_held(&c->pump)) {
             /* Its client has seen nothing yet: better told than dropped. */
             c->error = 503;
-            refuse(c, "stopping before its body was in");
+            conn__refuse(c, "stopping before its body was in");
         } else if (force || !responding(c)) {
-            close_conn(c, false);
+            conn__close(c, false);
         }
     }
-}
-
-/* ---- timeouts -------------------------------------------------------------- */
-
-/* Whether the client took bytes since the last look: the queue shrank, or
- * the pump handed on another piece (it does so once an earlier piece has
- * been written). An empty queue means we are the slow side (the pool, the
- * disk): that is no fault of the client. */
-static bool send_progressed(struct conn *c)
-{
-    size_t queued = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
-    bool moved = queued == 0 || queued < c->sent_queue || c->pump.sent != c->sent_pumped;
-    c->sent_queue = queued;
-    c->sent_pumped = c->pump.sent;
-    return moved;
-}
-
-static void time_out(struct conn *c)
-{
-    switch (c->state) {
-    case CONN_NEW:
-        if (c->proxy_wait && c->proxy_len > 0)
-            c->env->proxy.truncated++;
-        log_debug("timeout %s: %s never came", c->peer,
-                  c->proxy_wait ? "the PROXY header" : "request");
-        close_conn(c, false); /* no request, nothing to answer */
-        return;
-    case CONN_HEAD:
-    case CONN_BODY:
-    case CONN_STREAM_OPEN:
-        log_debug("timeout %s: request incomplete%s", c->peer,
-                  c->state != CONN_HEAD && uv_now(c->env->loop) >= c->body_end
-                      ? " within body_max_time"
-                      : "");
-        c->in_len = 0;
-        c->error = 408;
-        refuse(c, NULL);
-        return;
-    case CONN_STREAM_SHUT:
-    case CONN_SEND:
-    case CONN_REFUSING:
-        log_debug("timeout %s: the client stopped reading its response", c->peer);
-        close_conn(c, true);
-        return;
-    default: /* IDLE, LINGER */
-        close_conn(c, false);
-        return;
-    }
-}
-
-static void conn_on_timer(uv_timer_t *timer)
-{
-    struct conn *c = timer->data;
-    uint64_t now = uv_now(c->env->loop);
-    if (now < c->wake_at) { /* set for an earlier wake than the one now wanted */
-        arm_timer(c, c->wake_at - now);
-        return;
-    }
-    if (c->resume_due) {
-        c->resume_due = false;
-        resume(c);
-        if (c->state >= CONN_CLOSING)
-            return;
-    } else if (awaits_head(c) && !c->head_late) {
-        c->head_late = true; /* woken early in arm_state */
-        follow_input(c);
-    }
-    place(c); /* a window of its progress may have ended */
-    if (sending(c) && send_progressed(c))
-        c->deadline = now + conn__cfg(c)->send_timeout;
-    if (now >= c->deadline) {
-        time_out(c);
-        return;
-    }
-    uint64_t wait = c->deadline - now;
-    if (sending(c) && wait > send_check_ms(c))
-        wait = send_check_ms(c);
-    arm_timer(c, rate_check(c, wait));
 }
 
 /* ---- reading and parsing --------------------------------------------------- */
@@ -478,155 +238,8 @@ static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf)
 {
     struct conn *c = container_of(handle, struct conn, tcp);
     /* Only when every earlier byte has been parsed; else none (UV_ENOBUFS):
-     * reading was left on by follow_input, and stops now. */
+     * reading was left on by conn__follow_input, and stops now. */
     *buf = wants_input(c) ? uv_buf_init(c->in, sizeof c->in) : uv_buf_init(NULL, 0);
-}
-
-/* ---- the PROXY protocol ---------------------------------------------------- */
-
-/* The answer to a connection refused at max_connections, direct or
- * relayed: short, and sent before a byte of the request is looked at. */
-static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
-                           "Content-Type: text/plain; charset=utf-8\r\n"
-                           "Content-Length: 24\r\n"
-                           "Retry-After: 1\r\n"
-                           "Connection: close\r\n\r\n"
-                           "503 Service Unavailable\n";
-
-/* A warning for the first refusal of each second (ENV's refused_logged). */
-static void log_refusal(struct conn_env *env, const struct addr_prefix *client,
-                        enum clients_refusal why)
-{
-    if ((*env->refused_logged)++ > 0)
-        return;
-    char text[64];
-    addr_prefix_format(client, text, sizeof text);
-    log_warn("max_connections (%u) reached: 503 to %s (%s)", (*env->cfg)->max_connections, text,
-             why == CLIENTS_TOP_CLIENT ? "its client holds the most connections"
-                                       : "nobody holds two more connections than its client");
-}
-
-void conn_refuse(struct conn_env *env, int fd, const struct addr_prefix *client,
-                 enum clients_refusal why)
-{
-    /* A new socket's send buffer is empty: the write is whole or fails, and
-     * either way the connection is closed. */
-    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    close(fd);
-    log_refusal(env, client, why);
-}
-
-/* C came at max_connections and its client, CLIENT, is refused: it gets
- * what a direct connection of that client gets at the accept (conn_refuse),
- * through the balancer, and closes at once, so that it holds no slot
- * while the balancer takes its time to close. */
-static void refuse_at_limit(struct conn *c, const struct addr_prefix *client,
-                            enum clients_refusal why)
-{
-    /* Nothing was sent on C yet: its send buffer has room for it all. */
-    uv_buf_t out = uv_buf_init((char *)busy, sizeof busy - 1);
-    (void)uv_try_write((uv_stream_t *)&c->tcp, &out, 1);
-    c->in_len = 0;
-    close_conn(c, false);
-    log_refusal(c->env, client, why);
-}
-
-/* A load balancer's PROXY header names C's client, CLIENT (the balancer
- * itself for one that names none): the connection moves from the
- * balancer's place among the clients to its client's, and one that came at
- * max_connections is admitted now as a direct connection of its client
- * would be (clients_rejoin). Returns whether C is served: else it is
- * answered 503, or closes (no memory). */
-static bool move_to_client(struct conn *c, const struct addr_prefix *client)
-{
-    /* At the limit is as a direct newcomer sees it: max_connections open
-     * without C, which the server counts since its accept. */
-    bool full = c->at_limit && *c->env->active > conn__cfg(c)->max_connections;
-    c->at_limit = false;
-    struct client_link *evict;
-    enum clients_refusal why;
-    int rc = clients_rejoin(c->env->clients, &c->client, c->flow, client, full, &evict, &why);
-    if (evict != NULL)
-        conn_evict(evict);
-    if (rc > 0)
-        refuse_at_limit(c, client, why);
-    else if (rc < 0)
-        close_conn(c, false); /* it counts for nobody */
-    else
-        place(c);
-    return rc == 0;
-}
-
-/* C's peer is a load balancer and its header is not whole yet: takes what
- * in[] holds of it. Returns whether the rest of in[] is to be parsed as
- * HTTP: false while more of the header is wanted (in[] spent), and when C
- * was refused and closes. */
-static bool take_proxy_header(struct conn *c)
-{
-    size_t had = c->proxy_len, take = PROXY_HEADER_MAX - had;
-    if (take > c->in_len)
-        take = c->in_len;
-    memcpy(c->proxy_in + had, c->in + c->in_off, take);
-    c->proxy_len += take;
-    struct proxy_header h;
-    int n = proxy_header_parse(c->proxy_in, c->proxy_len, &h);
-    if (n == 0) {
-        c->in_len = 0; /* the parser refuses at PROXY_HEADER_MAX: there is room for more */
-        return false;
-    }
-    if (n < 0) {
-        c->env->proxy.malformed++;
-        log_debug("proxy %s: not a PROXY header; closing", c->peer);
-        close_conn(c, false);
-        return false;
-    }
-    c->proxy_wait = false;
-    c->proxy_len = 0; /* proxy_in[] now keeps the client's first bytes (sniff_first) */
-    c->in_off += (size_t)n - had;
-    c->in_len -= (size_t)n - had;
-    struct addr_prefix client;
-    if (h.local) {
-        /* No client named (a health check, or a client the balancer cannot
-         * name, such as one on its unix socket): served, and counted as
-         * the balancer's own connection, but with none of the balancer's
-         * rights: who is behind it is unknown, so it is neither loopback
-         * nor under stats_from. */
-        c->env->proxy.local++;
-        c->loopback = false;
-        c->addr.family = 0;
-        if (!c->at_limit)
-            return true;
-        peer_client(c, &client);
-        return move_to_client(c, &client);
-    }
-    c->env->proxy.clients++;
-    name_client(c, (const struct sockaddr *)&h.source, &client);
-    return move_to_client(c, &client);
-}
-
-/* C's client (its peer, or the one a balancer's header named) sends no
- * header of its own: keeps the first bytes of its first request, to tell
- * one it sends anyway when its request fails to parse. */
-static void sniff_first(struct conn *c)
-{
-    if (c->first_done || c->proxy_len >= PROXY_SNIFF)
-        return;
-    size_t take = PROXY_SNIFF - c->proxy_len;
-    if (take > c->in_len)
-        take = c->in_len;
-    memcpy(c->proxy_in + c->proxy_len, c->in + c->in_off, take);
-    c->proxy_len += take;
-}
-
-/* Whether C's failed first request began as a PROXY header: from a client
- * not entitled to send one (a peer not under proxy_protocol_from, or a
- * client behind a balancer, after the balancer's header) it is refused,
- * not answered. */
-static bool sent_unlisted_header(struct conn *c)
-{
-    struct proxy_header h;
-    return !c->first_done && c->proxy_len > 0 &&
-           proxy_header_parse(c->proxy_in, c->proxy_len, &h) >= 0;
 }
 
 static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -639,7 +252,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     }
     if (c->state == CONN_LINGER) {
         if (nread < 0)
-            close_conn(c, false); /* the client is done: so are we */
+            conn__close(c, false); /* the client is done: so are we */
         return;
     }
     if (nread == 0)
@@ -649,21 +262,21 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
             c->env->proxy.truncated++;
             log_debug("proxy %s: the PROXY header was cut short", c->peer);
         }
-        close_conn(c, false); /* EOF or reset: nothing half-parsed is worth an answer */
+        conn__close(c, false); /* EOF or reset: nothing half-parsed is worth an answer */
         return;
     }
     c->in_off = 0;
     c->in_len = (size_t)nread;
-    if (c->proxy_peer && c->proxy_wait && !take_proxy_header(c))
+    if (c->proxy_peer && c->proxy_wait && !conn__take_proxy_header(c))
         return;
-    sniff_first(c);
+    conn__sniff_first(c);
     if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN) {
         uint64_t now = uv_now(c->env->loop);
-        c->deadline = body_deadline(c, now);
+        c->deadline = conn__body_deadline(c, now);
         client_meter_add(&c->meter, (uint64_t)nread, now);
     }
-    place(c); /* a request came, or more of it */
-    resume(c);
+    conn__place(c); /* a request came, or more of it */
+    conn__resume(c);
 }
 
 /* Hands the request to its route: it answers now or later, or returns a
@@ -674,29 +287,29 @@ static void dispatch(struct conn *c)
     if (streams)
         c->body_window = 0;
     c->answering = true;
-    enter(c, streams ? CONN_STREAM_SHUT : CONN_SEND);
+    conn__enter(c, streams ? CONN_STREAM_SHUT : CONN_SEND);
     c->first_done = true;
     c->bytes = 0;
     c->keep_alive = c->req.keep_alive && !*c->env->stopping;
     int status = c->deferred ? c->deferred : c->route->on_request(c, &c->req);
     if (status >= 400) {
-        drop_stream(c);
+        conn__drop_stream(c);
         conn_send_error(c, status, c->route->allow);
     }
     c->answering = false;
     bool whole = c->written_now;
     c->written_now = false;
-    /* The whole answer went out here (issue_out): reading never stopped,
+    /* The whole answer went out here (send.c's issue_out): reading never stopped,
      * and the parse loop goes on with the next request. */
     if (whole && c->state < CONN_CLOSING)
-        finish(c, false);
+        conn__finish(c, false);
 }
 
 /* A streaming route's body is in: from now on the client only has to read. */
 static void end_stream(struct conn *c)
 {
     c->body_window = 0;
-    enter(c, CONN_SEND);
+    conn__enter(c, CONN_SEND);
     c->route->on_body_end(c);
 }
 
@@ -704,12 +317,12 @@ static void end_stream(struct conn *c)
 static void advance(struct conn *c)
 {
     if ((c->state == CONN_NEW || c->state == CONN_IDLE) && c->parsed >= PARSED_BEGUN)
-        enter(c, CONN_HEAD);
+        conn__enter(c, CONN_HEAD);
     if (c->state == CONN_HEAD && c->parsed >= PARSED_HEAD) {
         if (conn__streams(c))
             dispatch(c);
         else if (c->parsed == PARSED_HEAD)
-            enter(c, CONN_BODY); /* a body follows, or the message were complete */
+            conn__enter(c, CONN_BODY); /* a body follows, or the message were complete */
     }
     if (c->parsed == PARSED_ALL) {
         c->parsed = PARSED_NONE;
@@ -719,7 +332,7 @@ static void advance(struct conn *c)
             end_stream(c);
         /* else a dropped stream: nobody is left to tell */
     } else if (c->state == CONN_STREAM_OPEN && c->body_window == 0) {
-        enter(c, CONN_STREAM_SHUT); /* we wait on the pool or on the client */
+        conn__enter(c, CONN_STREAM_SHUT); /* we wait on the pool or on the client */
     }
 }
 
@@ -733,19 +346,19 @@ static bool parsing(const struct conn *c)
  * send one closes (the spec's abort), anything else is answered. */
 static void refuse_input(struct conn *c, const char *why)
 {
-    if (sent_unlisted_header(c)) {
+    if (conn__sent_unlisted_header(c)) {
         c->env->proxy.unlisted++;
         log_debug("proxy %s: a PROXY header from a peer not under proxy_protocol_from; closing",
                   c->peer);
-        close_conn(c, false);
+        conn__close(c, false);
         return;
     }
-    refuse(c, why);
+    conn__refuse(c, why);
 }
 
 /* The one way into llhttp: parses the buffered input as far as the state
  * lets it, acting on each step, then reads on if the buffer is spent and
- * the state wants more. Only through resume, which keeps the turns: true
+ * the state wants more. Only through conn__resume, which keeps the turns: true
  * when a request was answered at once and more input waits, which asks
  * for its own turn. */
 static bool parse_input(struct conn *c)
@@ -759,7 +372,7 @@ static bool parse_input(struct conn *c)
         size_t skip;
         if (conn__chunk_split(c, start, &len, &skip) < 0) {
             c->in_len = 0;
-            refuse(c, "chunk extension malformed or too long");
+            conn__refuse(c, "chunk extension malformed or too long");
             break;
         }
         if (skip > 0) {
@@ -800,12 +413,12 @@ static bool parse_input(struct conn *c)
         bool ended = c->parsed == PARSED_ALL;
         advance(c);
         if (err == HPE_PAUSED && !ended)
-            llhttp_resume(&c->parser); /* the body follows; finish() resumes after the end */
+            llhttp_resume(&c->parser); /* the body follows; conn__finish() resumes after the end */
         if (ended && c->state == CONN_IDLE && c->in_len > 0)
             return true; /* answered at once; the input after it is kept */
     }
     if (c->state < CONN_CLOSING)
-        follow_input(c);
+        conn__follow_input(c);
     return false;
 }
 
@@ -831,13 +444,13 @@ static void turn_wait(struct conn *c, struct conn_turns *ct)
 {
     turns_wait(&ct->policy, &c->turn, c->flow);
     uv_idle_start(&ct->idle, turns_on_idle);
-    follow_input(c); /* input waits in the buffer: reading stops */
+    conn__follow_input(c); /* input waits in the buffer: reading stops */
 }
 
 /* Input to parse: now if its client has time left in this turn, else it
  * waits for a later turn, after those waiting already. Each request
  * answered at once asks again for the input after it. */
-static void resume(struct conn *c)
+void conn__resume(struct conn *c)
 {
     struct conn_turns *ct = c->env->turns;
     bool again;
@@ -876,7 +489,7 @@ static void turns_on_idle(uv_idle_t *idle)
          * reads on. */
         struct conn *c = container_of(node, struct conn, turn);
         if (run_turn(c, ct))
-            resume(c);
+            conn__resume(c);
     }
     if (turns_waiting(&ct->policy) == 0)
         uv_idle_stop(&ct->idle);
@@ -957,7 +570,7 @@ void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s)
 
 /* A request that failed to parse (WHY says how, for the debug log), was
  * refused or timed out: answer it, then drain and close. */
-static void refuse(struct conn *c, const char *why)
+void conn__refuse(struct conn *c, const char *why)
 {
     int status = c->error ? c->error : 400;
     if (streaming(c)) {
@@ -969,10 +582,10 @@ static void refuse(struct conn *c, const char *why)
         c->in_len = 0;
         if (pump_head_held(&c->pump)) {
             c->error = status;
-            enter(c, CONN_REFUSING);
+            conn__enter(c, CONN_REFUSING);
             pump_stop(&c->pump);
         } else {
-            close_conn(c, true);
+            conn__close(c, true);
         }
         return;
     }
@@ -982,7 +595,7 @@ static void refuse(struct conn *c, const char *why)
         memcpy(c->url, "-", 2);
     else
         c->url[c->url_len] = '\0';
-    enter(c, CONN_SEND);
+    conn__enter(c, CONN_SEND);
     c->bytes = 0;
     c->keep_alive = false;
     conn_send_error(c, status, c->route ? c->route->allow : NULL);
@@ -997,31 +610,31 @@ void conn_body_window(struct conn *c, size_t bytes)
     c->body_window = bytes;
     if (bytes == 0) {
         if (c->state == CONN_STREAM_OPEN)
-            enter(c, CONN_STREAM_SHUT);
+            conn__enter(c, CONN_STREAM_SHUT);
         return;
     }
     if (c->state == CONN_STREAM_SHUT)
-        enter(c, CONN_STREAM_OPEN);
+        conn__enter(c, CONN_STREAM_OPEN);
     if (c->in_len > 0) {
         /* Input already read waits for the window: parse it from the loop,
          * not from inside the caller (a pump callback). */
         c->resume_due = true;
-        arm_timer(c, 0);
+        conn__arm_timer(c, 0);
     }
 }
 
 /* A streaming request's body has nowhere to go any more (refused, its
  * source gone, or its response over): the rest stays unread, the route is
  * not called again, and the connection closes after the response. */
-static void drop_stream(struct conn *c)
+void conn__drop_stream(struct conn *c)
 {
     if (streaming(c)) {
         c->keep_alive = false;
-        enter(c, CONN_SEND);
+        conn__enter(c, CONN_SEND);
     }
 }
 
-/* ---- responses ------------------------------------------------------------- */
+/* ---- the end of a response ------------------------------------------------ */
 
 static void conn_on_shutdown(uv_shutdown_t *req, int status)
 {
@@ -1037,15 +650,15 @@ static void linger(struct conn *c)
 {
     c->in_len = 0;
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, conn_on_shutdown) < 0) {
-        close_conn(c, false);
+        conn__close(c, false);
         return;
     }
-    enter(c, CONN_LINGER);
+    conn__enter(c, CONN_LINGER);
 }
 
 /* The response has been handed to the socket in full; PARSE_NEXT: parse
  * what input waits (else the caller's parse loop goes on). */
-static void finish(struct conn *c, bool parse_next)
+void conn__finish(struct conn *c, bool parse_next)
 {
     struct conn_env *env = c->env;
     const char *method = c->req.target ? llhttp_method_name(c->req.method) : "-";
@@ -1055,7 +668,7 @@ static void finish(struct conn *c, bool parse_next)
     env->response_done(env->owner, c->route, c->status, c->bytes, us);
     c->route = NULL;
     conn_set_handler_state(c, NULL, NULL);
-    drop_stream(c); /* a response that ended before its body did */
+    conn__drop_stream(c); /* a response that ended before its body did */
     if (!c->keep_alive || *env->stopping) {
         /* Always: bytes the client sent meanwhile may wait unread in the
          * kernel even when our buffer is empty (reading stops while we
@@ -1063,284 +676,8 @@ static void finish(struct conn *c, bool parse_next)
         linger(c);
         return;
     }
-    enter(c, CONN_IDLE);
+    conn__enter(c, CONN_IDLE);
     llhttp_resume(&c->parser);
     if (parse_next)
-        resume(c);
-}
-
-static void conn_on_write(uv_write_t *req, int status)
-{
-    struct conn *c = container_of(req, struct conn, write_req);
-    /* Closing already: libuv still reports a write that had completed, with 0. */
-    if (status < 0 || c->state >= CONN_CLOSING)
-        close_conn(c, false);
-    else
-        finish(c, true);
-}
-
-/* Hands the head and the c->bytes of body[] to the socket. Inside
- * dispatch it first tries to write them at once: an answer that goes out
- * whole then ends there (written_now), with no write request, callback or
- * change to what the loop polls for; the rest of one that does not is
- * queued as any write. */
-static void issue_out(struct conn *c)
-{
-    size_t len = c->bytes;
-    uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_out.len),
-                        uv_buf_init(c->body, (unsigned)len)};
-    uv_buf_t *out = bufs;
-    unsigned n = len ? 2 : 1;
-    client_meter_add(&c->meter, len, uv_now(c->env->loop));
-    *c->env->pump->bytes_sent += len;
-    clients_sent(c->env->clients, c->flow, len, uv_now(c->env->loop));
-    if (c->answering) {
-        int w = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
-        if (w < 0 && w != UV_EAGAIN) {
-            close_conn(c, false);
-            return;
-        }
-        size_t done = w > 0 ? (size_t)w : 0;
-        for (; n > 0 && done >= out->len; out++, n--)
-            done -= out->len;
-        if (n == 0) {
-            c->written_now = true;
-            if (c->env->pump->sender != NULL)
-                c->env->pump->sender->whole_at_once++;
-            return;
-        }
-        out->base += done;
-        out->len -= done;
-    }
-    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, out, n, conn_on_write) < 0)
-        close_conn(c, false);
-}
-
-/* The in-memory response's turn with the sender came. */
-static void send_turn(struct pump_turn *t)
-{
-    issue_out(container_of(t, struct conn, send));
-}
-
-/* The head, and LEN bytes of body[] after it, through the sender as any
- * pumped write: now, or at its client's turn. */
-static void write_out(struct conn *c, size_t len)
-{
-    c->bytes = len;
-    struct pump_sender *snd = c->env->pump->sender;
-    c->send.go = send_turn;
-    if (snd != NULL && !pump_sender_admit(snd, &c->send, c->flow, c->head_out.len + len))
-        return;
-    issue_out(c);
-}
-
-void conn_send_head(struct conn *c)
-{
-    if (!conn__head_finish(c)) {
-        conn_send_error(c, 500, NULL);
-        return;
-    }
-    write_out(c, 0);
-}
-
-void conn_send_body(struct conn *c, const char *body, size_t len)
-{
-    conn_head_add(c, "Content-Length: %zu\r\n", len);
-    if (!conn__head_finish(c)) {
-        conn_send_error(c, 500, NULL);
-        return;
-    }
-    if (c->req.head || len == 0) {
-        write_out(c, 0);
-        return;
-    }
-    if (len > c->body_cap) {
-        char *grown = realloc(c->body, len);
-        if (grown == NULL) {
-            close_conn(c, false);
-            return;
-        }
-        c->body = grown;
-        c->body_cap = len;
-    }
-    memcpy(c->body, body, len);
-    write_out(c, len);
-}
-
-void conn_send_text(struct conn *c, const char *text)
-{
-    conn_send_body(c, text, strlen(text));
-}
-
-void conn_send_error(struct conn *c, int status, const char *allow)
-{
-    char body[128];
-    size_t len = conn__error_head(c, status, allow, body, sizeof body);
-    conn_send_body(c, body, len);
-}
-
-/* A response failed (RC) before any byte of it went out: STATUS says so in
- * its place, and the connection closes after it (a streamed body's rest
- * stays unread). */
-static void answer_failure(struct conn *c, int rc, int status)
-{
-    log_error("response %s %s: %s before its first byte, answered %d", c->peer, c->url,
-              uv_strerror(rc), status);
-    drop_stream(c);
-    c->keep_alive = false;
-    conn_send_error(c, status, NULL);
-}
-
-void conn_send_source(struct conn *c, struct pump_source *src, long long len)
-{
-    bool chunked = conn__body_framing(c, len);
-    if (!conn__head_finish(c) || c->req.head) {
-        src->ops->release(src);
-        drop_stream(c);
-        if (c->head_out.failed)
-            conn_send_error(c, 500, NULL);
-        else
-            write_out(c, 0);
-        return;
-    }
-    c->rate_pumped = 0; /* the pump counts this response from 0 */
-    int rc = pump_start(&c->pump, src, c->head, c->head_out.len, chunked);
-    if (rc < 0)
-        answer_failure(c, rc, 503);
-}
-
-/* The pump's completion: the response is out (0) or failed. */
-static void conn_on_pump_done(struct pump *pump, int status)
-{
-    struct conn *c = container_of(pump, struct conn, pump);
-    c->bytes = pump->sent;
-    if (c->state == CONN_REFUSING) {
-        enter(c, CONN_SEND);
-        conn_send_error(c, c->error, c->route->allow);
-    } else if (status < 0 && c->state < CONN_CLOSING && pump_unsent(pump)) {
-        answer_failure(c, status, 500);
-    } else if (status < 0 || c->state >= CONN_CLOSING) {
-        close_conn(c, false);
-    } else {
-        finish(c, true);
-    }
-    maybe_free(c);
-}
-
-/* ---- accepting ------------------------------------------------------------- */
-
-/* Names C's client SA (family AF_UNSPEC: unknown), for everything that
- * tells clients apart: the access log (peer), /settings and /stats
- * (loopback, addr), the flow, and its place among the clients (*CLIENT).
- * The one place a connection learns who it serves: its peer at the
- * accept, or the client a load balancer's PROXY header names. */
-static void name_client(struct conn *c, const struct sockaddr *sa, struct addr_prefix *client)
-{
-    const struct config *cfg = conn__cfg(c);
-    snprintf(c->peer, sizeof c->peer, "-");
-    if (sa->sa_family == AF_INET6)
-        uv_ip6_name((const struct sockaddr_in6 *)sa, c->peer, sizeof c->peer);
-    else if (sa->sa_family == AF_INET)
-        uv_ip4_name((const struct sockaddr_in *)sa, c->peer, sizeof c->peer);
-    c->loopback = addr_is_loopback(sa);
-    addr_prefix_of(sa, 32, 128, &c->addr);
-    c->flow = c->pump.flow = client_of(sa, cfg->client_prefix.v4, cfg->client_prefix.v6, client);
-}
-
-bool conn_relayed_from(const struct config *cfg, const struct sockaddr *sa)
-{
-    struct addr_prefix addr;
-    addr_prefix_of(sa, 32, 128, &addr);
-    for (unsigned i = 0; i < cfg->proxy_protocol_from.n; i++) {
-        if (addr_prefix_contains(&cfg->proxy_protocol_from.prefix[i], &addr))
-            return true;
-    }
-    return false;
-}
-
-/* C's peer as a client (client_of): its address under client_prefix in
- * *CLIENT; C's names are left as they are. */
-static void peer_client(struct conn *c, struct addr_prefix *client)
-{
-    const struct config *cfg = conn__cfg(c);
-    struct sockaddr_storage addr = {.ss_family = AF_UNSPEC};
-    int addr_len = sizeof addr;
-    uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&addr, &addr_len);
-    client_of((const struct sockaddr *)&addr, cfg->client_prefix.v4, cfg->client_prefix.v6, client);
-}
-
-/* Serves FD on C's handle and names the client: for the access log, the
- * flow and its place among the clients (*CLIENT), /settings. Returns 0 or
- * a negative UV_E* code (FD is not taken). */
-static int open_socket(struct conn *c, int fd, struct addr_prefix *client)
-{
-    const struct config *cfg = conn__cfg(c);
-    /* A fixed send buffer (send_buffer) turns the kernel's autotuning off;
-     * TCP_NOTSENT_LOWAT (send_lowat) bounds only the unsent bytes, so one
-     * write's work on the loop thread stays bounded (on loopback the
-     * kernel's whole TCP path runs in write()) whatever the window. */
-    int sndbuf = (int)cfg->send_buffer;
-    if (sndbuf > 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
-    int lowat = (int)cfg->send_lowat;
-    if (lowat > 0)
-        setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
-    int rc = uv_tcp_open(&c->tcp, fd);
-    if (rc < 0)
-        return rc;
-    uv_tcp_nodelay(&c->tcp, 1);
-    struct sockaddr_storage addr = {.ss_family = AF_UNSPEC};
-    int addr_len = sizeof addr;
-    uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&addr, &addr_len);
-    name_client(c, (const struct sockaddr *)&addr, client);
-    c->proxy_peer = c->proxy_wait = conn_relayed_from(cfg, (const struct sockaddr *)&addr);
-    return 0;
-}
-
-int conn_accept(struct conn_env *env, int fd, bool at_limit)
-{
-    const struct config *cfg = *env->cfg;
-    struct conn *c = malloc(sizeof *c + cfg->max_url + 1);
-    if (c == NULL) {
-        close(fd);
-        return UV_ENOMEM;
-    }
-    memset(c, 0, offsetof(struct conn, values)); /* the big buffers need no zeroing */
-    c->env = env;
-    c->url_max = cfg->max_url;
-    int rc = uv_tcp_init(env->loop, &c->tcp);
-    if (rc < 0) {
-        free(c);
-        close(fd);
-        return rc;
-    }
-    uv_timer_init(env->loop, &c->timer);
-    c->tcp.data = c->timer.data = c;
-    c->handles = 2;
-    pump_init(&c->pump, (uv_stream_t *)&c->tcp, env->pump, 0, conn_on_pump_done);
-    /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
-    llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
-    strict_lines_init(&c->lines);
-    struct addr_prefix client;
-    rc = open_socket(c, fd, &client);
-    if (rc < 0) {
-        close(fd);
-        close_conn(c, false); /* not served: frees itself without a word to ENV */
-        return rc;
-    }
-    c->at_limit = at_limit && c->proxy_peer;
-    rc = clients_join(env->clients, &c->client, c->flow, &client);
-    if (rc < 0) {
-        close_conn(c, false); /* the socket is the handle's now: it closes with it */
-        return rc;
-    }
-    c->next = env->conns;
-    if (c->next != NULL)
-        c->next->pprev = &c->next;
-    env->conns = c;
-    c->pprev = &env->conns;
-    /* Born in CONN_NEW (0, where memset left it): its timer and reading. */
-    arm_state(c, CONN_NEW);
-    follow_input(c);
-    return 0;
+        conn__resume(c);
 }

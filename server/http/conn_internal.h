@@ -1,12 +1,15 @@
 #ifndef UNCLOG_CONN_INTERNAL_H
 #define UNCLOG_CONN_INTERNAL_H
 
-/* The inside of a connection, shared by the three files that make it:
- * conn.c (the state machine: its events, transitions and timers, reading,
- * dispatch, writes and the end of a response), request.c (llhttp's
+/* The inside of a connection, shared by the files that make it: conn.c
+ * (the state machine: its events and transitions, its lifetime, the parse
+ * loop, dispatch and the end of a response), timer.c (its timer: the
+ * deadlines, the pace, its class among its client's), send.c (a
+ * response's writes), accept.c (a socket becomes a connection, or gets the
+ * 503), proxy.c (a balancer's PROXY header), request.c (llhttp's
  * callbacks: what a request says and whether it may) and response.c (the
- * response head). request.c and response.c call nothing in conn.c: they
- * record, and conn.c acts. No other file includes this one. */
+ * response head). request.c and response.c call nothing in the others:
+ * they record, and the others act. No other file includes this one. */
 
 #include <llhttp.h>
 #include <stdbool.h>
@@ -39,7 +42,7 @@
  * header (its fixed part, in either version). */
 #define PROXY_SNIFF 16
 
-/* What a connection is doing: one state, changed only by conn.c's enter(),
+/* What a connection is doing: one state, changed only by conn.c's conn__enter(),
  * which arms the state's timer and starts or stops reading to match.
  *
  *  state        timer (on expiry)                     reads   may go to
@@ -107,7 +110,7 @@ struct framing {
 /* A connection: owned by its server's list (conn_env.conns); frees itself
  * once its two handles are closed, its pump idle and no handler holds it. */
 struct conn {
-    uv_tcp_t tcp;     /* closed exactly once, by conn.c's close_conn, with the timer */
+    uv_tcp_t tcp;     /* closed exactly once, by conn.c's conn__close, with the timer */
     uv_timer_t timer; /* fires at the state's deadline, or for a resume that is due */
     uint64_t wake_at; /* when the timer is wanted (loop ms); it may be set earlier */
     unsigned handles; /* of those two, not closed yet */
@@ -215,6 +218,79 @@ static inline const struct config *conn__cfg(const struct conn *c)
 {
     return *c->env->cfg;
 }
+
+/* Whether C waits for (the rest of) a request head. */
+static inline bool conn__awaits_head(const struct conn *c)
+{
+    return c->state == CONN_NEW || c->state == CONN_HEAD;
+}
+
+/* Whether C's state moves a body or a response, measured against min_rate. */
+static inline bool conn__rated(const struct conn *c)
+{
+    return c->state >= CONN_BODY && c->state <= CONN_REFUSING;
+}
+
+/* conn.c: the state machine. */
+/* The one place the state changes: checks the move against the table, arms
+ * the new state's timer and reads or not to match. */
+void conn__enter(struct conn *c, enum conn_state state);
+/* Starts or stops reading to match the state and the buffer, and places C
+ * among its client's connections. */
+void conn__follow_input(struct conn *c);
+/* Closes both handles; RESET closes with SO_LINGER 0 (an RST). */
+void conn__close(struct conn *c, bool reset);
+/* Frees C once its handles are closed, its pump idle and nothing holds it. */
+void conn__maybe_free(struct conn *c);
+/* Input to parse: now if its client has time left in this turn, else at a
+ * later turn. */
+void conn__resume(struct conn *c);
+/* A request that failed to parse (WHY, for the debug log), was refused or
+ * timed out: answers it, then drains and closes. */
+void conn__refuse(struct conn *c, const char *why);
+/* A streaming request's body has nowhere to go any more: the rest stays
+ * unread, and the connection closes after the response. */
+void conn__drop_stream(struct conn *c);
+/* The response has been handed to the socket in full; PARSE_NEXT: parse
+ * what input waits (else the caller's parse loop goes on). */
+void conn__finish(struct conn *c, bool parse_next);
+
+/* timer.c: the connection's timer. */
+/* Arms the timer for the state C has just entered from FROM. */
+void conn__arm_state(struct conn *c, enum conn_state from);
+/* Wakes C's timer in DELAY_MS (or sooner, if it is set so already). */
+void conn__arm_timer(struct conn *c, uint64_t delay_ms);
+/* A body's deadline at NOW: body_timeout of silence, within body_max_time
+ * of its start. */
+uint64_t conn__body_deadline(const struct conn *c, uint64_t now);
+/* Puts C in its class among its client's connections. */
+void conn__place(struct conn *c);
+
+/* send.c: a response's writes. */
+/* The pump's completion: the response is out (STATUS 0) or failed. */
+void conn__on_pump_done(struct pump *pump, int status);
+
+/* accept.c: a new connection, and who it serves. */
+/* Names C's client SA, for everything that tells clients apart, and its
+ * place among the clients (*CLIENT). */
+void conn__name_client(struct conn *c, const struct sockaddr *sa, struct addr_prefix *client);
+/* C's peer as a client, in *CLIENT; C's names are left as they are. */
+void conn__peer_client(struct conn *c, struct addr_prefix *client);
+/* C came at max_connections and its client, CLIENT, is refused (WHY): the
+ * 503 a direct connection of that client gets, and the close. */
+void conn__refuse_at_limit(struct conn *c, const struct addr_prefix *client,
+                           enum clients_refusal why);
+
+/* proxy.c: the PROXY protocol's intake. */
+/* C's peer is a load balancer and its header is not whole yet: takes what
+ * in[] holds of it. Returns whether the rest of in[] is to be parsed as
+ * HTTP. */
+bool conn__take_proxy_header(struct conn *c);
+/* Keeps the first bytes of C's first request, to tell a PROXY header its
+ * client sends unentitled. */
+void conn__sniff_first(struct conn *c);
+/* Whether C's failed first request began as a PROXY header. */
+bool conn__sent_unlisted_header(struct conn *c);
 
 /* request.c: llhttp's callbacks record the request in C (parsed, req,
  * route, error, deferred) and hand a streaming route its body; they change
