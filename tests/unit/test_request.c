@@ -266,16 +266,16 @@ static void free_state(void *state)
 static int stateful(struct conn *c, const struct request *req)
 {
     static int a, b;
-    is_int(conn_state(c) == NULL, 1, "  a request begins without handler state");
-    conn_set_state(c, &a, free_state);
-    conn_set_state(c, &b, free_state);
+    is_int(conn_handler_state(c) == NULL, 1, "  a request begins without handler state");
+    conn_set_handler_state(c, &a, free_state);
+    conn_set_handler_state(c, &b, free_state);
     is_int(freed, 1, "  replacing the state frees the previous one");
-    ok(conn_state(c) == &b, "  conn_state returns the last set");
-    ok(conn_take_state(c) == &b && conn_state(c) == NULL, "  conn_take_state hands it back");
-    conn_set_state(c, &a, free_state);
-    conn_set_state(c, &b, NULL);
+    ok(conn_handler_state(c) == &b, "  conn_state returns the last set");
+    ok(conn_take_handler_state(c) == &b && conn_handler_state(c) == NULL, "  conn_take_state hands it back");
+    conn_set_handler_state(c, &a, free_state);
+    conn_set_handler_state(c, &b, NULL);
     is_int(freed, 2, "  a state replaced is freed by its own free_fn");
-    conn_set_state(c, &a, free_state);
+    conn_set_handler_state(c, &a, free_state);
     ok(conn_request(c) == req, "conn_request is the request the route got");
     conn_head_start(c, 204);
     conn_send_head(c);

@@ -1,4 +1,4 @@
-/* The deflate source of a file (gzip_file_source, handlers/gzip.c: the
+/* The deflate source of a file (deflate_file_source, handlers/gzip.c: the
  * files handler's on-the-fly gzip), filled as the pump fills it: whatever
  * the piece, the output is one gzip member of the file's bytes; it ends
  * once, closes its file at the last read, counts what remains, holds a
@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "handlers/gzip.h"
+#include "handlers/deflate.h"
 #include "server/pool/zstates.h"
 #include "tests/tap.h"
 
@@ -61,7 +61,7 @@ static void whole_file(size_t size, size_t piece, const char *desc)
 {
     static char out[2 * BIG + 1024], *slot;
     int fd = file_of(size);
-    struct pump_source *src = gzip_file_source(fd, size);
+    struct pump_source *src = deflate_file_source(fd, size);
     ok(src != NULL, desc);
     src->pump = &pump;
     ok(src->reads_file && src->remaining == size, "  a file read: its size remains");
@@ -103,7 +103,7 @@ static void windows(void)
     /* A 1000-byte file: a window of 2^10 bytes, memLevel 3 (and a
      * piece's buffer) is what it holds, not zlib's default 2^15. */
     int fd = file_of(1000);
-    struct pump_source *src = gzip_file_source(fd, 1000);
+    struct pump_source *src = deflate_file_source(fd, 1000);
     src->pump = &pump;
     src->ops->size(src, 4096);
     const struct zparams small = {Z_DEFAULT_COMPRESSION, 10 + 16, 3};
@@ -114,7 +114,7 @@ static void windows(void)
     ok(!fd_open(fd), "released before any fill: its file is closed");
 
     fd = file_of(BIG);
-    src = gzip_file_source(fd, BIG);
+    src = deflate_file_source(fd, BIG);
     src->pump = &pump;
     src->ops->size(src, 65536);
     is_int(src->held, 65536 + zstate_memory(&large), "a large one the largest window");
@@ -124,7 +124,7 @@ static void windows(void)
 static void shrunk(void)
 {
     int fd = file_of(BIG);
-    struct pump_source *src = gzip_file_source(fd, BIG);
+    struct pump_source *src = deflate_file_source(fd, BIG);
     src->pump = &pump;
     size_t cap = src->ops->size(src, 65536);
     char *slot = malloc(cap);
