@@ -271,7 +271,8 @@ static int stateful(struct conn *c, const struct request *req)
     conn_set_handler_state(c, &b, free_state);
     is_int(freed, 1, "  replacing the state frees the previous one");
     ok(conn_handler_state(c) == &b, "  conn_state returns the last set");
-    ok(conn_take_handler_state(c) == &b && conn_handler_state(c) == NULL, "  conn_take_state hands it back");
+    ok(conn_take_handler_state(c) == &b && conn_handler_state(c) == NULL,
+       "  conn_take_handler_state hands it back");
     conn_set_handler_state(c, &a, free_state);
     conn_set_handler_state(c, &b, NULL);
     is_int(freed, 2, "  a state replaced is freed by its own free_fn");
