@@ -17,6 +17,7 @@
 
 struct server;
 struct snapshot;
+struct pass;
 
 /* A route's method set: ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD). */
 #define ROUTE_METHOD(m) (1ull << (m))
@@ -42,6 +43,9 @@ struct module {
     int (*init)(struct server *srv, void **state);
     /* A reload has replaced srv->cfg: apply what concerns the module. */
     void (*reload)(struct server *srv, void *state);
+    /* The server listens (its line is out): what the module says of how it
+     * runs, for the log. NULL: nothing. */
+    void (*started)(struct server *srv, void *state);
     /* Appends the module's figures to OUT (server/base/snapshot.h), in an
      * object of its own ("file_cache"): /stats and /metrics show them. */
     void (*stats)(const struct server *srv, const void *state, struct snapshot *out);
@@ -71,6 +75,10 @@ struct gateway *server_gateway(struct server *srv);
 /* What every response's pump shares (server/pool/pump.h): the partition
  * as it is now, the memory budget, the loop's reads. */
 struct pump_env *server_pump_env(struct server *srv);
+
+/* The loop's pass service (server/base/pass.h), for what a module does
+ * once a pass. */
+struct pass *server_pass(struct server *srv);
 
 /* The state module M keeps for SRV (what its init stored), or NULL. */
 void *server_module_state(const struct server *srv, const struct module *m);

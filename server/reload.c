@@ -23,7 +23,6 @@ void server__apply_to_pumps(struct server *srv)
         .size = cfg->partition, .min = cfg->partition_min, .max = cfg->partition_max};
     srv->pump_env.disk = cfg->emulate_disk;
     pump_sender_set_turn(&srv->sender, cfg->send_turn);
-    srv->sender.reads.on = srv->sender.reads.supported && cfg->loop_reads;
     conn_turns_set_share(&srv->turns, (uint64_t)cfg->turn_share * 1000);
 }
 

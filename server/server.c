@@ -97,14 +97,14 @@ static void server_on_held(void *arg, uint64_t flow, size_t bytes, bool taken)
 }
 
 /* Closes the core under the handles: the access log, the pool's door, the
- * loop's sender and its turns. The one way they close, on every path: the
- * end of a stop, a start that failed, an init that failed. */
+ * loop's pass service (the sender's and the turns' passes). The one way
+ * they close, on every path: the end of a stop, a start that failed, an
+ * init that failed. */
 static void close_core(struct server *srv)
 {
     access_log_close(&srv->access);
     gateway_close(&srv->gateway);
-    pump_sender_close(&srv->sender);
-    conn_turns_close(&srv->turns);
+    pass_close(&srv->pass);
 }
 
 static void server_finish(struct server *srv)
@@ -177,9 +177,9 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     budget_init(&srv->budget, cfg->max_buffer_memory);
     /* As many idle zlib states as the pool has threads to deflate at once. */
     zstates_init(&srv->zstates, &srv->budget, cfg->threads);
-    pump_sender_init(&srv->sender, loop, cfg->send_turn);
-    srv->sender.reads.supported = pump_loop_reads_probe(srv->root);
-    conn_turns_init(&srv->turns, loop, (uint64_t)cfg->turn_share * 1000);
+    pass_init(&srv->pass, loop);
+    pump_sender_init(&srv->sender, &srv->pass, cfg->send_turn);
+    conn_turns_init(&srv->turns, &srv->pass, (uint64_t)cfg->turn_share * 1000);
     srv->pump_env = (struct pump_env){.gateway = &srv->gateway,
                                       .budget = &srv->budget,
                                       .zstates = &srv->zstates,
@@ -254,17 +254,9 @@ static void attach_figures(struct server *srv)
         log_warn("whole-server figures: out of memory (this worker answers for itself)");
 }
 
-/* Says whether files are opened and read on the loop, after the listening
- * line: as configured, a debug line; an info line only when the kernel
- * turns off what the configuration asked for. */
-static void log_loop_reads(const struct server *srv)
+struct pass *server_pass(struct server *srv)
 {
-    if (!srv->sender.reads.supported && srv->cfg->loop_reads)
-        log_info("loop reads: off: the kernel lacks openat2 RESOLVE_CACHED");
-    else
-        log_debug("loop reads: %s", srv->cfg->loop_reads
-                                        ? "on (openat2 RESOLVE_CACHED, preadv2 RWF_NOWAIT)"
-                                        : "off (loop_reads = off)");
+    return &srv->pass;
 }
 
 int server_start(struct server *srv, int listen_fd)
@@ -309,7 +301,10 @@ int server_start(struct server *srv, int listen_fd)
         log_error("start: %s", uv_strerror(rc));
         goto fail_close_handles;
     }
-    log_loop_reads(srv);
+    for (size_t i = 0; srv->modules[i] != NULL; i++) {
+        if (srv->modules[i]->started != NULL)
+            srv->modules[i]->started(srv, srv->module_state[i]);
+    }
     if (srv->control != NULL && (rc = server__control_start(srv)) < 0) {
         log_error("control plane: %s", uv_strerror(rc));
         goto fail_close_handles;

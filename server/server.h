@@ -12,6 +12,7 @@
 #include "server/base/timeline.h"
 #include "server/pool/gateway.h"
 #include "server/base/log.h"
+#include "server/base/pass.h"
 #include "server/http/clients.h"
 #include "server/http/conn.h"
 #include "server/pool/pump.h"
@@ -69,6 +70,7 @@ struct server {
     struct budget budget;                   /* what buffers may hold at once */
     struct zstates zstates;                 /* zlib's states between streams */
     struct pump_env pump_env;               /* what every response's pump shares */
+    struct pass pass;                       /* the loop's passes: its check, idle, prepare */
     struct pump_sender sender;              /* the loop's writes, shared by client */
     struct conn_turns turns;                /* the loop's time, shared by client */
     struct conn_env conn_env;               /* what every connection reads; owns their list */

@@ -14,7 +14,7 @@
  * and checks that the path still names the file it opened (files.c's
  * read_body says why that is exact), and the first lookup after each poll
  * of the loop drains the (non-blocking) inotify queue, evicting entries
- * whose file changed (the caller does: cache_drain, pump_loop_new_pass).
+ * whose file changed (the caller does: cache_drain, pass_new).
  * A change that completed before the poll that brought a request is
  * therefore seen, as the files opened on the loop see it (one read of the
  * queue a pass, not one a request). A pass ends at the prepare phase, and

@@ -15,6 +15,7 @@
 
 #include "handlers/deflate.h"
 #include "handlers/files/cache.h"
+#include "handlers/files/loop_reads.h"
 #include "handlers/files/mime.h"
 #include "handlers/files/open.h"
 #include "handlers/files/path.h"
@@ -29,7 +30,8 @@ struct files_state {
     int root_fd;   /* the root: what opens on the loop stay beneath; or -1 */
     char *scratch; /* a body read on the loop, until the response copies it */
     size_t scratch_cap;
-    uint64_t cache_pass; /* the loop's pass whose first lookup drained the cache */
+    uint64_t cache_pass;     /* the loop's pass whose first lookup drained the cache */
+    struct loop_reads reads; /* files opened and read on the loop */
 };
 
 static struct files_state *state_of(const struct server *srv)
@@ -201,7 +203,7 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
     char key[PATH_MAX + 2];
     cache_key(j, key, sizeof key);
     struct files_state *st = state_of(srv);
-    if (pump_loop_new_pass(server_pump_env(srv)->sender, &st->cache_pass))
+    if (pass_new(server_pass(srv), &st->cache_pass))
         cache_drain(&st->cache);
     const struct cache_entry *e = cache_lookup(&st->cache, key, server_now_ms(srv));
     const struct files_config *cfg = files_config_of(srv);
@@ -230,7 +232,7 @@ static size_t first_piece(struct server *srv, const struct files_config *cfg, ui
 }
 
 /* Answers J on the loop when its file is in the page cache: opened there
- * (or found open by an earlier request in the same turn: pump_loop_open),
+ * (or found open by an earlier request in the same pass: loop_reads_open),
  * with the pool's rules: beneath the root, a symlink followed only while
  * it stays there, none at the end (the pool decides those), and none at
  * all with dotfiles off, no FIFO waited for; and its body read there if it
@@ -252,9 +254,9 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
     if (!cfg->dotfiles)
         how.resolve |= RESOLVE_NO_SYMLINKS;
     struct file f = {.gz_fd = -1};
-    /* The turn's fd: not closed here, kept (pump_loop_keep) if the
+    /* The pass's fd: not closed here, kept (loop_reads_keep) if the
      * response reads it later. */
-    int fd = pump_loop_open(env->sender, st->root_fd, j->relative, &how, &f.st);
+    int fd = loop_reads_open(&st->reads, st->root_fd, j->relative, &how, &f.st);
     /* A file the cache would take without evicting goes to the pool, which
      * fills it; once the cache is full, a miss read here costs less than a
      * crossing that would only evict another entry (a flood over more
@@ -263,10 +265,10 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
         return false; /* the pool's: a status to decide, or a cache to fill */
     size_t size = (size_t)f.st.st_size;
     size_t first = pump_piece(&env->partition, false, cfg->file_cache_max_file, false);
-    if (req->method == HTTP_GET && size <= PUMP_TURN_BODY && size <= first && size > 0) {
+    if (req->method == HTTP_GET && size <= LOOP_READS_BODY && size <= first && size > 0) {
         /* Read with its file for the rest of the pass: the requests for it
          * after this one read nothing. */
-        const char *body = pump_loop_body(env->sender, fd, size);
+        const char *body = loop_reads_body(&st->reads, fd, size);
         if (body == NULL)
             return false;
         f.body = (char *)body;
@@ -279,12 +281,12 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
             st->scratch = grown;
             st->scratch_cap = size;
         }
-        if (!pump_loop_read(env->sender, fd, st->scratch, size))
+        if (!loop_reads_read(&st->reads, fd, st->scratch, size))
             return false;
         f.body = st->scratch;
         f.fd = -1;
     } else {
-        f.fd = pump_loop_keep(env->sender, fd); /* the response's: reply_file takes it */
+        f.fd = loop_reads_keep(&st->reads, fd); /* the response's: reply_file takes it */
     }
     reply_file(c, cfg, &f, mime_type(j->path));
     open_drop(&f.fd);
@@ -331,7 +333,7 @@ static int files_on_request(struct conn *c, const struct request *req)
      * a directory, a range. */
     bool simple = !j->want_dir && j->relative[0] != '\0' && !ranged &&
                   !(cfg->gzip_static && j->gzip_possible);
-    if (simple && server_pump_env(srv)->sender->reads.on && serve_on_loop(c, j, req, cfg)) {
+    if (simple && state_of(srv)->reads.on && serve_on_loop(c, j, req, cfg)) {
         free(j);
         return 0;
     }
@@ -388,8 +390,10 @@ static int files_init(struct server *srv, void **state)
     st->cache_pass = UINT64_MAX;
     size_t root_len;
     st->root_fd = open(server_root(srv, &root_len), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (st->root_fd < 0)
-        server_pump_env(srv)->sender->reads.on = false; /* every open on the pool */
+    /* Without the root's fd, every open on the pool. */
+    loop_reads_init(&st->reads, server_pass(srv), server_root(srv, &root_len));
+    loop_reads_set(&st->reads, server_config(srv)->loop_reads && st->root_fd >= 0,
+                   server_config(srv)->send_turn);
     int err =
         cache_init(&st->cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
     if (err < 0)
@@ -404,8 +408,8 @@ static void files_reload(struct server *srv, void *state)
     struct files_state *st = state;
     int err = cache_configure(&st->cache, cfg->file_cache, cfg->file_cache_max_file,
                               cfg->file_cache_size);
-    if (st->root_fd < 0)
-        server_pump_env(srv)->sender->reads.on = false;
+    loop_reads_set(&st->reads, server_config(srv)->loop_reads && st->root_fd >= 0,
+                   server_config(srv)->send_turn);
     if (err < 0)
         log_warn("file cache off: inotify: %s", strerror(-err));
 }
@@ -414,12 +418,20 @@ static void files_stats(const struct server *srv, const void *state, struct snap
 {
     const struct files_state *st = state;
     cache_stats(&st->cache, out);
+    loop_reads_stats(&st->reads, out);
+}
+
+static void files_started(struct server *srv, void *state)
+{
+    const struct files_state *st = state;
+    loop_reads_log(&st->reads, server_config(srv)->loop_reads);
 }
 
 static void files_fini(struct server *srv, void *state)
 {
     struct files_state *st = state;
     cache_free(&st->cache);
+    loop_reads_close(&st->reads);
     if (st->root_fd >= 0)
         close(st->root_fd);
     free(st->scratch);
@@ -471,6 +483,7 @@ const struct module files_module = {
     .config = &files_config_table,
     .init = files_init,
     .reload = files_reload,
+    .started = files_started,
     .stats = files_stats,
     .fini = files_fini,
 };

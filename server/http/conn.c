@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 static void turn_leave(struct conn *c);
-static void turns_on_idle(uv_idle_t *idle);
 
 /* ---- small accessors ------------------------------------------------------ */
 
@@ -443,13 +442,13 @@ static void turn_leave(struct conn *c)
 static void turn_wait(struct conn *c, struct conn_turns *ct)
 {
     turns_wait(&ct->policy, &c->turn, c->flow);
-    uv_idle_start(&ct->idle, turns_on_idle);
+    pass_wake(ct->pass);
     conn__follow_input(c); /* input waits in the buffer: reading stops */
 }
 
-/* Input to parse: now if its client has time left in this turn, else it
- * waits for a later turn, after those waiting already. Each request
- * answered at once asks again for the input after it. */
+/* Input to parse: now if its client has time left in this pass, else it
+ * waits for its turn in a later pass, after those waiting already. Each
+ * request answered at once asks again for the input after it. */
 void conn__resume(struct conn *c)
 {
     struct conn_turns *ct = c->env->turns;
@@ -468,19 +467,26 @@ void conn__resume(struct conn *c)
     } while (again);
 }
 
-/* A turn begins after each poll. */
-static void turns_on_check(uv_check_t *check)
+/* A pass begins after each poll (while the share is on: else those
+ * waiting go at the next idle phase). */
+static void turns_begin(struct pass_sub *sub)
 {
-    struct conn_turns *ct = container_of(check, struct conn_turns, check);
-    turns_next(&ct->policy);
+    struct conn_turns *ct = container_of(sub, struct conn_turns, sub);
+    if (ct->policy.share_ns > 0)
+        turns_next(&ct->policy);
+}
+
+static bool turns_pending(const struct pass_sub *sub)
+{
+    return turns_waiting(&container_of(sub, const struct conn_turns, sub)->policy) > 0;
 }
 
 /* Before the poll: the waiting requests, clients in turn, as far as each
- * client's share and the turn's bound go. Each is out of the queue before
+ * client's share and the pass's bound go. Each is out of the queue before
  * it runs, so that whatever it closes leaves the queue whole. */
-static void turns_on_idle(uv_idle_t *idle)
+static void turns_run(struct pass_sub *sub)
 {
-    struct conn_turns *ct = container_of(idle, struct conn_turns, idle);
+    struct conn_turns *ct = container_of(sub, struct conn_turns, sub);
     if (turns_waiting(&ct->policy) > 0)
         ct->policy.counters.turns++;
     struct fairq_node *node;
@@ -491,43 +497,26 @@ static void turns_on_idle(uv_idle_t *idle)
         if (run_turn(c, ct))
             conn__resume(c);
     }
-    if (turns_waiting(&ct->policy) == 0)
-        uv_idle_stop(&ct->idle);
 }
 
-void conn_turns_init(struct conn_turns *ct, uv_loop_t *loop, uint64_t share_ns)
+void conn_turns_init(struct conn_turns *ct, struct pass *pass, uint64_t share_ns)
 {
-    *ct = (struct conn_turns){0};
+    *ct = (struct conn_turns){
+        .sub = {.begin = turns_begin, .run = turns_run, .waiting = turns_pending},
+        .pass = pass,
+    };
     turns_init(&ct->policy, share_ns);
-    uv_check_init(loop, &ct->check); /* cannot fail */
-    uv_idle_init(loop, &ct->idle);
-    /* They run for the connections, which keep the loop alive. */
-    uv_unref((uv_handle_t *)&ct->check);
-    uv_unref((uv_handle_t *)&ct->idle);
-    conn_turns_set_share(ct, share_ns);
+    pass_subscribe(pass, &ct->sub);
 }
 
 void conn_turns_set_share(struct conn_turns *ct, uint64_t share_ns)
 {
     turns_set_share(&ct->policy, share_ns);
-    if (share_ns > 0)
-        uv_check_start(&ct->check, turns_on_check);
-    else
-        uv_check_stop(&ct->check); /* those waiting go at the next idle */
 }
 
 void conn_turns_charge(struct conn_turns *ct, uint64_t client, uint64_t ns)
 {
     turns_charge(&ct->policy, client, ns);
-}
-
-void conn_turns_close(struct conn_turns *ct)
-{
-    if (ct->closing)
-        return;
-    ct->closing = true;
-    uv_close((uv_handle_t *)&ct->check, NULL);
-    uv_close((uv_handle_t *)&ct->idle, NULL);
 }
 
 static const struct snap_def turns_share_def = {

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/base/pass.h"
 #include "server/http/clients.h"
 #include "server/http/http.h"
 #include "server/http/turns.h"
@@ -67,26 +68,24 @@ const char *http_reason(int status);
 /* ---- for the server module ---- */
 
 /* The loop's time, shared by client (server/http/turns.h): owns the policy,
- * which queues the connections whose input waits for a turn, a check
- * handle that begins a turn after each poll, and an idle handle that keeps
- * the loop from blocking while requests wait. Owned by the server, one per
- * loop. */
+ * which queues the connections whose input waits for their client's turn,
+ * subscribed to the loop's pass service (server/base/pass.h), which begins
+ * the policy's passes and runs the waiting requests before the poll. Owned
+ * by the server, one per loop. */
 struct conn_turns {
     struct turns policy;
-    uv_check_t check;
-    uv_idle_t idle;
-    bool closing;
+    struct pass_sub sub;
+    struct pass *pass;
 };
 
-/* Prepares CT on LOOP, each client's share of a turn SHARE_NS (0: off). */
-void conn_turns_init(struct conn_turns *ct, uv_loop_t *loop, uint64_t share_ns);
+/* Prepares CT, subscribed to PASS, each client's share of a pass SHARE_NS
+ * (0: off). */
+void conn_turns_init(struct conn_turns *ct, struct pass *pass, uint64_t share_ns);
 /* Changes the share, from the next request on. */
 void conn_turns_set_share(struct conn_turns *ct, uint64_t share_ns);
 /* Work of CLIENT done outside a request's parse (a pool job's callback)
- * took NS of the loop's time in this turn. */
+ * took NS of the loop's time in this pass. */
 void conn_turns_charge(struct conn_turns *ct, uint64_t client, uint64_t ns);
-/* Closes CT's handles. No connection may wait: all are closed. */
-void conn_turns_close(struct conn_turns *ct);
 /* Adds CT's counters to S, as the object "turns". */
 void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s);
 

@@ -458,86 +458,24 @@ void pump_stop(struct pump *pump)
     finish_if_idle(pump);
 }
 
-/* ---- the sender: the loop's writes, in turns ----------------------------- */
+/* ---- the sender: the loop's writes, by client, a pass at a time ---------- */
 
-/* A turn begins after each poll: the writes that wait get theirs, as far
+/* A pass begins after each poll: the writes that wait get theirs, as far
  * as it goes. */
-/* The turn's files are closed: the next turn opens them anew. */
-static void close_turn_opens(struct pump_loop_reads *r)
+static void sender_begin(struct pass_sub *sub)
 {
-    for (unsigned i = 0; i < r->n_opens; i++) {
-        close(r->opens[i].fd);
-        r->opens[i].body_len = 0;
-    }
-    r->n_opens = r->next_open = 0;
-}
-
-static void end_pass(struct pump_sender *snd)
-{
-    close_turn_opens(&snd->reads);
-    snd->polls++;
-}
-
-/* Before the poll, which may wait for the client's next request: a file
- * opened in this pass of the loop (by a poll callback, a request that
- * waited for its turn, a timer) is not kept across it, so a file replaced
- * meanwhile is opened anew and an idle server holds none. */
-static void sender_on_prepare(uv_prepare_t *prepare)
-{
-    struct pump_sender *snd = container_of(prepare, struct pump_sender, prepare);
-    end_pass(snd);
-    uv_prepare_stop(prepare);
-}
-
-/* A pass also ends when the loop's clock has moved since it began: after a
- * batch of events that filled its array (1,024), libuv 1.44 polls again at
- * once, in the same poll phase, with no prepare phase between, and updates
- * the clock after each poll. Processing a full batch takes longer than the
- * clock's millisecond, so a file opened (a change queue read) before that
- * second poll is not kept for the requests it brings. */
-static void pass_check(struct pump_sender *snd)
-{
-    uint64_t now = uv_now(snd->prepare.loop);
-    if (now == snd->pass_ms)
-        return;
-    snd->pass_ms = now;
-    end_pass(snd);
-}
-
-bool pump_loop_new_pass(struct pump_sender *snd, uint64_t *seen)
-{
-    if (snd->closing)
-        return true; /* the prepare handle counts no more polls */
-    pass_check(snd);
-    if (*seen == snd->polls)
-        return false;
-    *seen = snd->polls;
-    uv_prepare_start(&snd->prepare, sender_on_prepare); /* which counts the next poll */
-    return true;
-}
-
-static void sender_on_check(uv_check_t *check)
-{
-    struct pump_sender *snd = container_of(check, struct pump_sender, check);
-    bool wrote = snd->share.turn_used > 0 || snd->reads.used > 0;
-    snd->reads.used = 0;
+    struct pump_sender *snd = container_of(sub, struct pump_sender, sub);
     share_turn(&snd->share);
     struct share_item *item;
     while ((item = share_next(&snd->share)) != NULL) {
         struct pump_turn *t = container_of(item, struct pump_turn, item);
         t->go(t);
     }
-    if (share_waiting(&snd->share))
-        return;
-    uv_idle_stop(&snd->idle);
-    /* A turn that wrote ends at the next poll; an empty one needs no end. */
-    if (!wrote && snd->share.turn_used == 0)
-        uv_check_stop(&snd->check);
 }
 
-static void sender_on_idle(uv_idle_t *idle)
+static bool sender_waiting(const struct pass_sub *sub)
 {
-    (void)idle; /* only there so that the poll does not block */
+    return share_waiting(&container_of(sub, const struct pump_sender, sub)->share);
 }
 
 /* A write that waits keeps the loop from blocking until its turn comes. */
@@ -546,9 +484,8 @@ bool pump_sender_admit(struct pump_sender *snd, struct pump_turn *t, uint64_t cl
     t->item.client = client;
     t->item.bytes = bytes;
     bool now = share_admit(&snd->share, &t->item);
-    uv_check_start(&snd->check, sender_on_check); /* does nothing when it runs */
     if (!now)
-        uv_idle_start(&snd->idle, sender_on_idle);
+        pass_wake(snd->pass);
     return now;
 }
 
@@ -557,165 +494,19 @@ void pump_sender_drop(struct pump_sender *snd, struct pump_turn *t)
     share_remove(&snd->share, &t->item);
 }
 
-bool pump_loop_reads_probe(const char *dir)
+void pump_sender_init(struct pump_sender *snd, struct pass *pass, size_t turn_bytes)
 {
-    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_CACHED};
-    long fd = syscall(SYS_openat2, AT_FDCWD, dir, &how, sizeof how);
-    if (fd >= 0)
-        close((int)fd);
-    /* EAGAIN: supported, the path just was not cached. */
-    return fd >= 0 || errno == EAGAIN;
-}
-
-void pump_loop_fallback(struct pump_sender *snd, enum pump_fallback why)
-{
-    snd->reads.fallbacks[why]++;
-}
-
-int pump_loop_keep(struct pump_sender *snd, int fd)
-{
-    struct pump_loop_reads *r = &snd->reads;
-    for (unsigned i = 0; i < r->n_opens; i++) {
-        if (r->opens[i].fd == fd) {
-            /* Forgotten, not closed; its slot's body buffer stays, at the end. */
-            struct pump_turn_open gone = r->opens[i];
-            r->opens[i] = r->opens[--r->n_opens];
-            r->opens[r->n_opens] = gone;
-            r->next_open = 0;
-            break;
-        }
-    }
-    return fd;
-}
-
-int pump_loop_open(struct pump_sender *snd, int dir, const char *path, const struct open_how *how,
-                   struct stat *st)
-{
-    struct pump_loop_reads *r = &snd->reads;
-    size_t len = strlen(path);
-    if (len >= PATH_MAX)
-        return -1;
-    pass_check(snd);
-    for (unsigned i = 0; i < r->n_opens; i++) {
-        struct pump_turn_open *o = &r->opens[i];
-        if (o->dir == dir && strcmp(o->path, path) == 0) {
-            r->opens_shared++;
-            *st = o->st;
-            return o->fd;
-        }
-    }
-    long fd = syscall(SYS_openat2, dir, path, how, sizeof *how);
-    if (fd < 0) {
-        if (errno == EAGAIN)
-            pump_loop_fallback(snd, PUMP_OPEN_WOULD_BLOCK);
-        else if (errno == ENOSYS || errno == EINVAL || errno == E2BIG)
-            pump_loop_fallback(snd, PUMP_UNSUPPORTED);
-        return -1;
-    }
-    /* fstat of an open file reads its inode, already in memory. */
-    if (fstat((int)fd, st) < 0) {
-        close((int)fd);
-        return -1;
-    }
-    struct pump_turn_open *o;
-    if (r->n_opens < PUMP_TURN_OPENS) {
-        o = &r->opens[r->n_opens++];
-    } else {
-        /* All in use: the oldest goes (no caller holds one past its call). */
-        o = &r->opens[r->next_open];
-        r->next_open = (r->next_open + 1) % PUMP_TURN_OPENS;
-        close(o->fd);
-    }
-    o->body_len = 0;
-    o->dir = dir;
-    o->fd = (int)fd;
-    o->st = *st;
-    memcpy(o->path, path, len + 1);
-    uv_prepare_start(&snd->prepare, sender_on_prepare); /* which closes it */
-    return (int)fd;
-}
-
-const char *pump_loop_body(struct pump_sender *snd, int fd, size_t len)
-{
-    struct pump_loop_reads *r = &snd->reads;
-    struct pump_turn_open *o = NULL;
-    for (unsigned i = 0; i < r->n_opens && o == NULL; i++)
-        o = r->opens[i].fd == fd ? &r->opens[i] : NULL;
-    if (o == NULL || len == 0 || len > PUMP_TURN_BODY)
-        return NULL;
-    if (o->body_len == len) {
-        r->served++;
-        r->bodies_shared++;
-        return o->body;
-    }
-    if (o->body == NULL && (o->body = malloc(PUMP_TURN_BODY)) == NULL)
-        return NULL;
-    if (!pump_loop_read(snd, fd, o->body, len))
-        return NULL;
-    o->body_len = len;
-    return o->body;
-}
-
-bool pump_loop_read(struct pump_sender *snd, int fd, char *buf, size_t len)
-{
-    struct pump_loop_reads *r = &snd->reads;
-    if (r->used > 0 && r->used + len > snd->share.turn_bytes) {
-        pump_loop_fallback(snd, PUMP_OVER_TURN);
-        return false;
-    }
-    struct iovec iov = {.iov_base = buf, .iov_len = len};
-    /* preadv2 by number: glibc declares it only under _GNU_SOURCE. */
-    long n;
-    do
-        n = syscall(SYS_preadv2, fd, &iov, 1, 0L, 0L, RWF_NOWAIT);
-    while (n < 0 && errno == EINTR);
-    if (n < 0 && errno != EAGAIN) {
-        pump_loop_fallback(snd, PUMP_UNSUPPORTED); /* EOPNOTSUPP, EINVAL: the file system */
-        return false;
-    }
-    if (n != (long)len) {
-        pump_loop_fallback(snd, PUMP_READ_WOULD_BLOCK); /* a short read: part is on disk */
-        return false;
-    }
-    r->used += len;
-    r->served++;
-    r->bytes += len;
-    /* The next turn's check gives the loop its bytes back. */
-    uv_check_start(&snd->check, sender_on_check);
-    return true;
-}
-
-void pump_sender_init(struct pump_sender *snd, uv_loop_t *loop, size_t turn_bytes)
-{
-    *snd = (struct pump_sender){0};
+    *snd = (struct pump_sender){
+        .sub = {.begin = sender_begin, .waiting = sender_waiting},
+        .pass = pass,
+    };
     share_init(&snd->share, turn_bytes);
-    uv_check_init(loop, &snd->check); /* cannot fail */
-    uv_prepare_init(loop, &snd->prepare);
-    uv_idle_init(loop, &snd->idle);
-    /* They run for the connections, which keep the loop alive. */
-    uv_unref((uv_handle_t *)&snd->check);
-    uv_unref((uv_handle_t *)&snd->prepare);
-    uv_unref((uv_handle_t *)&snd->idle);
+    pass_subscribe(pass, &snd->sub);
 }
 
 void pump_sender_set_turn(struct pump_sender *snd, size_t turn_bytes)
 {
     share_set_turn(&snd->share, turn_bytes);
-}
-
-void pump_sender_close(struct pump_sender *snd)
-{
-    if (snd->closing)
-        return;
-    snd->closing = true;
-    close_turn_opens(&snd->reads);
-    for (unsigned i = 0; i < PUMP_TURN_OPENS; i++) {
-        free(snd->reads.opens[i].body);
-        snd->reads.opens[i].body = NULL;
-    }
-    uv_close((uv_handle_t *)&snd->check, NULL);
-    uv_close((uv_handle_t *)&snd->idle, NULL);
-    uv_close((uv_handle_t *)&snd->prepare, NULL);
 }
 
 static const struct snap_def send_turn_def = {
@@ -768,60 +559,6 @@ static const struct snap_def send_lag_def = {
             "counted from when both waited: at most a quantum (64 KiB) and one write.",
     .merge = SNAP_MAX};
 
-static const struct snap_def loop_on_def = {
-    .key = "on",
-    .metric = "unclog_loop_reads_on",
-    .help = "Whether files already in the page cache are opened and read on the loop "
-            "(loop_reads, and the kernel has openat2 RESOLVE_CACHED).",
-    .merge = SNAP_SAME};
-static const struct snap_def loop_served_def = {
-    .key = "served",
-    .metric = "unclog_loop_reads_total",
-    .kind = SNAP_COUNTER,
-    .help = "Files read on the loop from the page cache, with no pool job."};
-static const struct snap_def loop_bytes_def = {.key = "bytes",
-                                               .metric = "unclog_loop_read_bytes_total",
-                                               .kind = SNAP_COUNTER,
-                                               .help =
-                                                   "Bytes read on the loop from the page cache."};
-static const struct snap_def loop_shared_def = {
-    .key = "opens_shared",
-    .metric = "unclog_loop_read_opens_shared_total",
-    .kind = SNAP_COUNTER,
-    .help = "Requests on the loop that found their file opened already in the same turn of the "
-            "loop, by another request: no open, no fstat."};
-static const struct snap_def loop_bodies_def = {
-    .key = "bodies_shared",
-    .metric = "unclog_loop_read_bodies_shared_total",
-    .kind = SNAP_COUNTER,
-    .help = "Requests on the loop that found their file's body read already in the same turn "
-            "of the loop, by another request: no read."};
-static const struct snap_def loop_fallback_def = {
-    .key = "count",
-    .metric = "unclog_loop_read_fallbacks_total",
-    .kind = SNAP_COUNTER,
-    .help = "Opens and reads that went to the pool instead of the loop, by reason."};
-static const char *const fallback_names[PUMP_FALLBACKS] = {"open_would_block", "read_would_block",
-                                                           "unsupported", "over_turn"};
-
-static void loop_reads_stats(const struct pump_loop_reads *r, struct snapshot *s)
-{
-    snap_open(s, "loop_reads", NULL);
-    snap_add(s, &loop_on_def, r->on);
-    snap_add(s, &loop_served_def, r->served);
-    snap_add(s, &loop_bytes_def, r->bytes);
-    snap_add(s, &loop_shared_def, r->opens_shared);
-    snap_add(s, &loop_bodies_def, r->bodies_shared);
-    snap_open(s, "fallbacks", NULL);
-    for (int i = 0; i < PUMP_FALLBACKS; i++) {
-        snap_open(s, fallback_names[i], "reason");
-        snap_add(s, &loop_fallback_def, r->fallbacks[i]);
-        snap_close(s);
-    }
-    snap_close(s);
-    snap_close(s);
-}
-
 void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s)
 {
     const struct share *sh = &snd->share;
@@ -836,7 +573,6 @@ void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s)
     snap_add(s, &send_clients_max_def, sh->counters.clients_max);
     snap_add(s, &send_lag_def, sh->counters.lag_max);
     snap_close(s);
-    loop_reads_stats(&snd->reads, s);
 }
 
 /* ---- the file source ------------------------------------------------------ */

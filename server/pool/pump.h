@@ -9,6 +9,7 @@
 
 #include "server/pool/budget.h"
 #include "server/base/config.h"
+#include "server/base/pass.h"
 #include "server/pool/gateway.h"
 #include "server/pool/share.h"
 #include "server/pool/zstates.h"
@@ -108,63 +109,15 @@ struct pump_partition {
 size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining,
                   bool deflates);
 
-/* Why a file's open or read did not run on the loop (loop_reads) and went
- * to the pool instead. */
-enum pump_fallback {
-    PUMP_OPEN_WOULD_BLOCK, /* openat2(RESOLVE_CACHED): the path is not all in the dcache */
-    PUMP_READ_WOULD_BLOCK, /* preadv2(RWF_NOWAIT): some byte is not in the page cache */
-    PUMP_UNSUPPORTED,      /* the kernel or the file system lacks the flag */
-    PUMP_OVER_TURN,        /* the turn's reads on the loop reached send_turn bytes */
-    PUMP_FALLBACKS
-};
-
-/* A file opened on the loop in this turn: its fd and fstat serve every
- * request for the same path until the loop polls again: it is closed just
- * before (a prepare handle), whatever phase of the loop opened it, or as
- * soon as the loop's clock has moved (libuv polls again at once, with no
- * prepare phase, after a full batch of events: pump.c's pass_check). */
-#define PUMP_TURN_OPENS 8
-#define PUMP_TURN_BODY  (16 * 1024) /* the largest body a pass keeps with its file */
-struct pump_turn_open {
-    int dir, fd;
-    struct stat st;
-    char *body;      /* PUMP_TURN_BODY bytes once needed, kept for the slot's next files */
-    size_t body_len; /* of them read in this pass (0: none yet) */
-    char path[PATH_MAX];
-};
-
-/* Reads on the loop of data already in the page cache: they cannot block
- * (they fail with EAGAIN instead), and a turn of the loop reads at most
- * send_turn bytes so (the read that crosses it goes, as a write does). The
- * files opened in a turn stay open for the rest of it: the requests one
- * poll brought for the same file are served as if they came at the same
- * instant, with one open, and a file replaced on disk is seen at the next
- * turn. */
-struct pump_loop_reads {
-    bool supported; /* the kernel has openat2(RESOLVE_CACHED): probed at start */
-    bool on;        /* supported, and loop_reads is on */
-    size_t used;    /* bytes read on the loop in this turn */
-    struct pump_turn_open opens[PUMP_TURN_OPENS];
-    unsigned n_opens, next_open; /* opens[] in use; the next to reuse once all are */
-    uint64_t served, bytes, opens_shared, bodies_shared, fallbacks[PUMP_FALLBACKS];
-};
-
 /* The loop's writes, shared by client (server/pool/share.h): owns the
- * share and the two handles that run its turns, a check handle that begins
- * a turn after each poll of the loop while the last one wrote, and an idle
- * handle that keeps the loop from blocking while writes wait; and a
- * prepare handle that closes the turn's files before the poll. Owned by
- * the server, one per loop. */
+ * share, whose passes the loop's pass service (server/base/pass.h) begins;
+ * a write that waits wakes the service, so that the loop does not block
+ * while it waits. Owned by the server, one per loop. */
 struct pump_sender {
     struct share share;
-    struct pump_loop_reads reads; /* counted by the same turns */
-    uint64_t whole_at_once;       /* answers written whole at once (conn.c's issue_out) */
-    uint64_t polls;   /* passes ended since one asked (pump_loop_new_pass), or the clock moved */
-    uint64_t pass_ms; /* the loop's clock when the pass began (uv_now) */
-    uv_check_t check;
-    uv_idle_t idle;
-    uv_prepare_t prepare;
-    bool closing;
+    struct pass_sub sub; /* subscribed to the pass service */
+    struct pass *pass;
+    uint64_t whole_at_once; /* answers written whole at once (conn.c's issue_out) */
 };
 
 /* A write that takes its turn through the sender: embedded in its owner
@@ -184,53 +137,12 @@ bool pump_sender_admit(struct pump_sender *snd, struct pump_turn *t, uint64_t cl
  * Nothing when it does not wait. */
 void pump_sender_drop(struct pump_sender *snd, struct pump_turn *t);
 
-/* Prepares SND on LOOP, its turns handing the kernel TURN_BYTES. */
-void pump_sender_init(struct pump_sender *snd, uv_loop_t *loop, size_t turn_bytes);
+/* Prepares SND, subscribed to PASS, its passes handing the kernel
+ * TURN_BYTES. */
+void pump_sender_init(struct pump_sender *snd, struct pass *pass, size_t turn_bytes);
 
-/* Changes the bytes of a turn (send_turn), from the next write on. */
+/* Changes the bytes of a pass (send_turn), from the next write on. */
 void pump_sender_set_turn(struct pump_sender *snd, size_t turn_bytes);
-
-/* Whether the kernel serves openat2(RESOLVE_CACHED) (and so, since it is
- * newer, preadv2(RWF_NOWAIT)): tried once on DIR. Blocking: call it at start. */
-bool pump_loop_reads_probe(const char *dir);
-
-/* Loop thread: reads LEN bytes of FD from its start into BUF, if all of them
- * are in the page cache and this turn may still read on the loop. Returns
- * true when it did; else false, the fallback counted, and the pool must
- * read. */
-bool pump_loop_read(struct pump_sender *snd, int fd, char *buf, size_t len);
-
-/* Loop thread: opens PATH under DIR as HOW says (which must include
- * RESOLVE_CACHED) and fstats it into *ST, or finds it open already in this
- * turn. Returns the fd, the turn's: valid until the turn ends or the next
- * call, not to be closed (pump_loop_keep takes it for longer); or -1: the
- * pool opens it, the fallback counted when the open would block or the
- * kernel lacks the flags. */
-struct open_how;
-int pump_loop_open(struct pump_sender *snd, int dir, const char *path, const struct open_how *how,
-                   struct stat *st);
-
-/* Loop thread: the first LEN bytes (at most PUMP_TURN_BODY) of FD, from
- * pump_loop_open in this pass: read on the loop as pump_loop_read does, or
- * found read already by an earlier request for the same file. Returns
- * them, valid as long as FD is; NULL when the pool must read them. */
-const char *pump_loop_body(struct pump_sender *snd, int fd, size_t len);
-
-/* Whether the loop has polled since the last call that passed *SEEN (the
- * first call: true); *SEEN is set to now. What is read once a pass (the
- * file cache's change events) is read when it returns true. Start *SEEN at
- * UINT64_MAX. */
-bool pump_loop_new_pass(struct pump_sender *snd, uint64_t *seen);
-
-/* Loop thread: FD, from pump_loop_open, is the caller's now, to close; the
- * turn forgets it (a later request in the turn opens the file again). */
-int pump_loop_keep(struct pump_sender *snd, int fd);
-
-/* Loop thread: counts a fallback to the pool for WHY. */
-void pump_loop_fallback(struct pump_sender *snd, enum pump_fallback why);
-
-/* Closes SND's handles. No write may wait: every pump is idle. */
-void pump_sender_close(struct pump_sender *snd);
 
 /* Adds SND's counters to S, as the object "send". */
 void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s);

@@ -30,7 +30,7 @@ ROOMS = {
 # pool submissions, sources and zlib states, and the base helpers.
 PUBLIC = {"server/module.h", "server/http/conn.h", "server/pool/gateway.h", "server/pool/pump.h",
           "server/pool/zstates.h",
-          "server/base/config.h", "server/base/loghist.h", "server/base/timeline.h",
+          "server/base/config.h", "server/base/pass.h", "server/base/loghist.h", "server/base/timeline.h",
           "server/base/snapshot.h", "server/base/http_date.h", "server/base/log.h",
           "server/base/util.h"}
 
