@@ -119,17 +119,17 @@ static const struct config_key core_keys[] = {
      "bounds what one write hands the kernel without capping the window",
      CONFIG_RELOAD, NULL},
     {"send_turn", CONFIG_SIZE, CONFIG_FIELD(struct config, send_turn), 1, GIB, "256k", "SIZE",
-     "bytes the loop hands the kernel per turn; beyond them writes wait, and clients take turns "
+     "bytes the loop hands the kernel per pass; beyond them writes wait, and clients take turns "
      "by bytes, however many connections each has",
      CONFIG_RELOAD, NULL},
     {"turn_share", CONFIG_UINT, CONFIG_FIELD(struct config, turn_share), 0, 1000000, "200", "US",
-     "microseconds of a turn of the loop one client's requests and pool callbacks may take; "
-     "beyond them its next requests wait for a later turn, so that a flood of cheap requests "
+     "microseconds of a pass of the loop one client's requests and pool callbacks may take; "
+     "beyond them its next requests wait for a later pass, so that a flood of cheap requests "
      "cannot hold the loop from another client's; 0: no bound",
      CONFIG_RELOAD, NULL},
     {"loop_reads", CONFIG_BOOL, CONFIG_FIELD(struct config, loop_reads), 0, 0, "on", "on|off",
      "open and read files already in the page cache on the loop (openat2 RESOLVE_CACHED, "
-     "preadv2 RWF_NOWAIT), send_turn bytes a turn at most; off: every read meets the pool",
+     "preadv2 RWF_NOWAIT), send_turn bytes a pass at most; off: every read meets the pool",
      CONFIG_RELOAD, NULL},
     {"max_buffer_memory", CONFIG_SIZE, CONFIG_FIELD(struct config, max_buffer_memory), 1,
      1ULL << 40, "256m", "SIZE",

@@ -73,7 +73,7 @@ time_t server_date_time(const struct server *srv);
 struct gateway *server_gateway(struct server *srv);
 
 /* What every response's pump shares (server/pool/pump.h): the partition
- * as it is now, the memory budget, the loop's reads. */
+ * as it is now, the memory budget, the sender. */
 struct pump_env *server_pump_env(struct server *srv);
 
 /* The loop's pass service (server/base/pass.h), for what a module does

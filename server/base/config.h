@@ -166,7 +166,7 @@ struct config {
     unsigned send_timeout;      /* time a client may read none of its response */
     size_t send_buffer;         /* SO_SNDBUF of each connection; 0: the kernel's own */
     size_t send_lowat;          /* TCP_NOTSENT_LOWAT of each connection; 0: the kernel's own */
-    size_t send_turn;           /* bytes the loop writes per turn before clients take turns */
+    size_t send_turn;           /* bytes the loop writes per pass before clients take turns */
     bool loop_reads;            /* open and read page-cached files on the loop */
     unsigned turn_share;        /* µs of a loop turn a client may take before its requests wait */
     size_t max_buffer_memory;   /* the budget of server/pool/budget.h, per worker */

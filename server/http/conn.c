@@ -473,7 +473,7 @@ static void turns_begin(struct pass_sub *sub)
 {
     struct conn_turns *ct = container_of(sub, struct conn_turns, sub);
     if (ct->policy.share_ns > 0)
-        turns_next(&ct->policy);
+        turns_new_pass(&ct->policy);
 }
 
 static bool turns_pending(const struct pass_sub *sub)
@@ -488,7 +488,7 @@ static void turns_run(struct pass_sub *sub)
 {
     struct conn_turns *ct = container_of(sub, struct conn_turns, sub);
     if (turns_waiting(&ct->policy) > 0)
-        ct->policy.counters.turns++;
+        ct->policy.counters.passes++;
     struct fairq_node *node;
     while ((node = turns_next_waiting(&ct->policy)) != NULL) {
         /* Its state may have moved on meanwhile (a timeout): then it only
@@ -523,24 +523,24 @@ static const struct snap_def turns_share_def = {
     .key = "share_us",
     .metric = "unclog_turn_share_seconds",
     .unit = SNAP_US,
-    .help = "Loop time a client's requests and pool callbacks may take per turn of the loop "
-            "before its next requests wait for a later turn (turn_share; 0: no bound).",
+    .help = "Loop time a client's requests and pool callbacks may take per pass of the loop "
+            "before its next requests wait for a later pass (turn_share; 0: no bound).",
     .merge = SNAP_SAME};
 static const struct snap_def turns_at_once_def = {
     .key = "at_once",
     .metric = "unclog_turn_requests_at_once_total",
     .kind = SNAP_COUNTER,
-    .help = "Request inputs parsed in the turn of the loop that brought them."};
+    .help = "Request inputs parsed in the pass of the loop that brought them."};
 static const struct snap_def turns_deferred_def = {
     .key = "deferred",
     .metric = "unclog_turn_requests_deferred_total",
     .kind = SNAP_COUNTER,
-    .help = "Request inputs that waited for a later turn: their client had spent its share."};
+    .help = "Request inputs that waited for a later pass: their client had spent its share."};
 static const struct snap_def turns_turns_def = {
     .key = "turns",
     .metric = "unclog_turn_turns_waited_total",
     .kind = SNAP_COUNTER,
-    .help = "Turns of the loop that began with request inputs waiting."};
+    .help = "Passes of the loop that began with request inputs waiting."};
 static const struct snap_def turns_waiting_def = {
     .key = "waiting",
     .metric = "unclog_turn_waiting_connections",
@@ -552,7 +552,7 @@ void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s)
     snap_add(s, &turns_share_def, ct->policy.share_ns / 1000);
     snap_add(s, &turns_at_once_def, ct->policy.counters.at_once);
     snap_add(s, &turns_deferred_def, ct->policy.counters.deferred);
-    snap_add(s, &turns_turns_def, ct->policy.counters.turns);
+    snap_add(s, &turns_turns_def, ct->policy.counters.passes);
     snap_add(s, &turns_waiting_def, turns_waiting(&ct->policy));
     snap_close(s);
 }

@@ -5,7 +5,7 @@
 void turns_init(struct turns *t, uint64_t share_ns)
 {
     memset(t, 0, sizeof *t);
-    t->turn = 1; /* a zeroed bucket belongs to no turn */
+    t->pass = 1; /* a zeroed bucket belongs to no turn */
     t->share_ns = share_ns;
     fairq_init(&t->queue, t->bucket, TURNS_BUCKETS);
 }
@@ -15,16 +15,16 @@ void turns_set_share(struct turns *t, uint64_t share_ns)
     t->share_ns = share_ns;
 }
 
-void turns_next(struct turns *t)
+void turns_new_pass(struct turns *t)
 {
-    t->turn++;
+    t->pass++;
     t->used_ns = 0;
 }
 
-/* What bucket B's clients spent in this turn. */
+/* What bucket B's clients spent in this pass. */
 static uint64_t used(const struct turns *t, uint32_t b)
 {
-    return t->spent[b].turn == t->turn ? t->spent[b].used_ns : 0;
+    return t->spent[b].pass == t->pass ? t->spent[b].used_ns : 0;
 }
 
 uint64_t turns_used(const struct turns *t, uint64_t client)
@@ -32,11 +32,11 @@ uint64_t turns_used(const struct turns *t, uint64_t client)
     return used(t, fairq_bucket_of(client, TURNS_BUCKETS));
 }
 
-/* Whether the turn's bound holds the waiting requests back: spent, and one
- * of them has gone in this turn already. */
+/* Whether the pass's bound holds the waiting requests back: spent, and one
+ * of them has gone in this pass already. */
 static bool bound_spent(const struct turns *t)
 {
-    return t->used_ns >= TURNS_CLIENTS * t->share_ns && t->waited_turn == t->turn;
+    return t->used_ns >= TURNS_CLIENTS * t->share_ns && t->waited_pass == t->pass;
 }
 
 /* turns_admit for a request of bucket B. */
@@ -44,7 +44,7 @@ static bool admit(struct turns *t, uint32_t b, bool waited)
 {
     bool now = t->share_ns == 0 || (used(t, b) < t->share_ns && (!waited || !bound_spent(t)));
     if (now && waited)
-        t->waited_turn = t->turn;
+        t->waited_pass = t->pass;
     if (now && !waited)
         t->counters.at_once++;
     else if (!now && !waited)
@@ -60,8 +60,8 @@ bool turns_admit(struct turns *t, uint64_t client, bool waited)
 void turns_charge(struct turns *t, uint64_t client, uint64_t ns)
 {
     struct turns_spent *sp = &t->spent[fairq_bucket_of(client, TURNS_BUCKETS)];
-    if (sp->turn != t->turn) {
-        sp->turn = t->turn;
+    if (sp->pass != t->pass) {
+        sp->pass = t->pass;
         sp->used_ns = 0;
     }
     sp->used_ns += ns;
@@ -78,7 +78,7 @@ struct fairq_node *turns_next_waiting(struct turns *t)
     for (uint32_t seen = 0; seen < t->queue.active; seen++) {
         if (!admit(t, (uint32_t)fairq_first(&t->queue), true)) {
             if (t->share_ns != 0 && bound_spent(t))
-                return NULL;         /* the turn's bound: nobody else either */
+                return NULL;         /* the pass's bound: nobody else either */
             fairq_rotate(&t->queue); /* its client's time is spent: the next one */
             continue;
         }

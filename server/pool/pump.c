@@ -465,7 +465,7 @@ void pump_stop(struct pump *pump)
 static void sender_begin(struct pass_sub *sub)
 {
     struct pump_sender *snd = container_of(sub, struct pump_sender, sub);
-    share_turn(&snd->share);
+    share_new_pass(&snd->share);
     struct share_item *item;
     while ((item = share_next(&snd->share)) != NULL) {
         struct pump_turn *t = container_of(item, struct pump_turn, item);
@@ -494,25 +494,25 @@ void pump_sender_drop(struct pump_sender *snd, struct pump_turn *t)
     share_remove(&snd->share, &t->item);
 }
 
-void pump_sender_init(struct pump_sender *snd, struct pass *pass, size_t turn_bytes)
+void pump_sender_init(struct pump_sender *snd, struct pass *pass, size_t pass_bytes)
 {
     *snd = (struct pump_sender){
         .sub = {.begin = sender_begin, .waiting = sender_waiting},
         .pass = pass,
     };
-    share_init(&snd->share, turn_bytes);
+    share_init(&snd->share, pass_bytes);
     pass_subscribe(pass, &snd->sub);
 }
 
-void pump_sender_set_turn(struct pump_sender *snd, size_t turn_bytes)
+void pump_sender_set_pass_bytes(struct pump_sender *snd, size_t pass_bytes)
 {
-    share_set_turn(&snd->share, turn_bytes);
+    share_set_pass_bytes(&snd->share, pass_bytes);
 }
 
 static const struct snap_def send_turn_def = {
     .key = "turn_bytes",
     .metric = "unclog_send_turn_bytes",
-    .help = "Bytes the loop hands the kernel per turn before the writes that wait take turns by "
+    .help = "Bytes the loop hands the kernel per pass before the writes that wait take turns by "
             "client (send_turn).",
     .merge = SNAP_SAME};
 static const struct snap_def send_at_once_def = {
@@ -520,7 +520,7 @@ static const struct snap_def send_at_once_def = {
     .metric = "unclog_send_writes_at_once_total",
     .kind = SNAP_COUNTER,
     .help =
-        "Response writes handed to the kernel as they came: nothing waited, the turn had room."};
+        "Response writes handed to the kernel as they came: nothing waited, the pass had room."};
 static const struct snap_def send_whole_def = {
     .key = "whole_at_once",
     .metric = "unclog_send_whole_at_once_total",
@@ -531,7 +531,7 @@ static const struct snap_def send_deferred_def = {
     .key = "deferred",
     .metric = "unclog_send_writes_deferred_total",
     .kind = SNAP_COUNTER,
-    .help = "Response writes that waited for a later turn of the loop, in their client's queue."};
+    .help = "Response writes that waited for a later pass of the loop, in their client's queue."};
 static const struct snap_def send_contended_def = {
     .key = "contended",
     .metric = "unclog_send_writes_contended_total",
@@ -541,7 +541,7 @@ static const struct snap_def send_turns_def = {
     .key = "turns",
     .metric = "unclog_send_turns_total",
     .kind = SNAP_COUNTER,
-    .help = "Turns of the loop that began with writes waiting."};
+    .help = "Passes of the loop that began with writes waiting."};
 static const struct snap_def send_waiting_def = {
     .key = "waiting_clients",
     .metric = "unclog_send_waiting_clients",
@@ -563,12 +563,12 @@ void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s)
 {
     const struct share *sh = &snd->share;
     snap_open(s, "send", NULL);
-    snap_add(s, &send_turn_def, sh->turn_bytes);
+    snap_add(s, &send_turn_def, sh->pass_bytes);
     snap_add(s, &send_at_once_def, sh->counters.at_once);
     snap_add(s, &send_whole_def, snd->whole_at_once);
     snap_add(s, &send_deferred_def, sh->counters.deferred);
     snap_add(s, &send_contended_def, sh->counters.contended);
-    snap_add(s, &send_turns_def, sh->counters.turns);
+    snap_add(s, &send_turns_def, sh->counters.passes);
     snap_add(s, &send_waiting_def, sh->queue.active);
     snap_add(s, &send_clients_max_def, sh->counters.clients_max);
     snap_add(s, &send_lag_def, sh->counters.lag_max);

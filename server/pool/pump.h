@@ -138,11 +138,11 @@ bool pump_sender_admit(struct pump_sender *snd, struct pump_turn *t, uint64_t cl
 void pump_sender_drop(struct pump_sender *snd, struct pump_turn *t);
 
 /* Prepares SND, subscribed to PASS, its passes handing the kernel
- * TURN_BYTES. */
-void pump_sender_init(struct pump_sender *snd, struct pass *pass, size_t turn_bytes);
+ * PASS_BYTES. */
+void pump_sender_init(struct pump_sender *snd, struct pass *pass, size_t pass_bytes);
 
 /* Changes the bytes of a pass (send_turn), from the next write on. */
-void pump_sender_set_turn(struct pump_sender *snd, size_t turn_bytes);
+void pump_sender_set_pass_bytes(struct pump_sender *snd, size_t pass_bytes);
 
 /* Adds SND's counters to S, as the object "send". */
 void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s);

@@ -16,8 +16,9 @@ void sched_init(struct sched *s, enum sched_mode mode, unsigned threads, unsigne
     sched_set_cpu_max(s, 0);
 }
 
-/* A share of the threads: N, or at most all but one of them (0: that most). */
-static unsigned share(const struct sched *s, unsigned n)
+/* A cap on the threads one class may hold: N, or at most all but one of
+ * them (0: that most). */
+static unsigned thread_cap(const struct sched *s, unsigned n)
 {
     unsigned most = s->threads > 1 ? s->threads - 1 : 1;
     return n == 0 || n > most ? most : n;
@@ -25,12 +26,12 @@ static unsigned share(const struct sched *s, unsigned n)
 
 void sched_set_bulk_max(struct sched *s, unsigned bulk_max)
 {
-    s->bulk_max = share(s, bulk_max);
+    s->bulk_max = thread_cap(s, bulk_max);
 }
 
 void sched_set_cpu_max(struct sched *s, unsigned cpu_max)
 {
-    s->cpu_max = share(s, cpu_max);
+    s->cpu_max = thread_cap(s, cpu_max);
 }
 
 /* ---- buckets: round robin by bytes between clients ---------------------------- */

@@ -4,16 +4,16 @@
 
 #include "server/base/util.h"
 
-void share_init(struct share *s, size_t turn_bytes)
+void share_init(struct share *s, size_t pass_bytes)
 {
     memset(s, 0, sizeof *s);
     fairq_init(&s->queue, s->bucket, SHARE_BUCKETS);
-    share_set_turn(s, turn_bytes);
+    share_set_pass_bytes(s, pass_bytes);
 }
 
-void share_set_turn(struct share *s, size_t turn_bytes)
+void share_set_pass_bytes(struct share *s, size_t pass_bytes)
 {
-    s->turn_bytes = turn_bytes ? turn_bytes : 1;
+    s->pass_bytes = pass_bytes ? pass_bytes : 1;
 }
 
 bool share_waiting(const struct share *s)
@@ -34,8 +34,8 @@ static uint64_t least_served(const struct share *s, int32_t except)
 
 bool share_admit(struct share *s, struct share_item *item)
 {
-    if (s->queue.active == 0 && s->turn_used < s->turn_bytes) {
-        s->turn_used += item->bytes;
+    if (s->queue.active == 0 && s->pass_used < s->pass_bytes) {
+        s->pass_used += item->bytes;
         s->counters.at_once++;
         return true;
     }
@@ -51,22 +51,22 @@ bool share_admit(struct share *s, struct share_item *item)
     return false;
 }
 
-void share_turn(struct share *s)
+void share_new_pass(struct share *s)
 {
-    s->turn_used = 0;
+    s->pass_used = 0;
     if (s->queue.active > 0)
-        s->counters.turns++;
+        s->counters.passes++;
 }
 
 struct share_item *share_next(struct share *s)
 {
-    if (s->queue.active == 0 || s->turn_used >= s->turn_bytes)
+    if (s->queue.active == 0 || s->pass_used >= s->pass_bytes)
         return NULL;
     uint32_t b = fairq_drr_next(&s->queue, SHARE_QUANTUM);
     struct share_item *item = container_of(fairq_oldest(&s->queue, b), struct share_item, node);
     fairq_charge(&s->queue, b, item->bytes);
     s->served[b] += item->bytes;
-    s->turn_used += item->bytes;
+    s->pass_used += item->bytes;
     /* How far ahead that puts B. */
     if (s->queue.active > 1) {
         s->counters.contended++;

@@ -1,4 +1,4 @@
-/* The send share as pure code: turns, clients taking turns by bytes. */
+/* The send share as pure code: passes, clients taking turns by bytes. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -25,15 +25,15 @@ static int index_of(const struct share_item *it)
     return it == NULL ? -1 : (int)(it - items);
 }
 
-/* Runs turns until nothing waits; the indexes in the order they went, as
- * "a b c" (at most LIMIT turns). */
+/* Runs passes until nothing waits; the indexes in the order they went, as
+ * "a b c" (at most LIMIT passes). */
 static const char *drain(struct share *s, int limit)
 {
     static char out[2048];
     size_t len = 0;
     out[0] = '\0';
     for (int t = 0; t < limit && share_waiting(s); t++) {
-        share_turn(s);
+        share_new_pass(s);
         struct share_item *it;
         while ((it = share_next(s)) != NULL)
             len +=
@@ -42,13 +42,13 @@ static const char *drain(struct share *s, int limit)
     return out;
 }
 
-/* A share whose turns take one write each, with the turn full: every
+/* A share whose passes take one write each, with the pass full: every
  * write admitted waits. */
 static void stalled(struct share *s)
 {
     share_init(s, 1);
-    share_turn(s);
-    s->turn_used = 1;
+    share_new_pass(s);
+    s->pass_used = 1;
 }
 
 static void test_at_once(void)
@@ -56,22 +56,22 @@ static void test_at_once(void)
     struct share s;
     share_init(&s, 256 * KB);
     ok(share_admit(&s, item(0, ATTACKER, 1 * MB)), "a write goes at once while nothing waits");
-    ok(!share_admit(&s, item(1, ATTACKER, 1 * MB)), "the next one waits: the turn is full");
+    ok(!share_admit(&s, item(1, ATTACKER, 1 * MB)), "the next one waits: the pass is full");
     ok(!share_admit(&s, item(2, VICTIM, 64 * KB)), "and so does another client's");
     is_int(s.counters.at_once, 1, "one went at once");
     is_int(s.counters.deferred, 2, "two were deferred");
-    share_turn(&s);
-    is_int(index_of(share_next(&s)), 1, "the next turn serves the first client in the ring");
-    is_int(index_of(share_next(&s)), -1, "one write of 1 MiB fills a 256 KiB turn");
-    share_turn(&s);
-    is_int(index_of(share_next(&s)), 2, "the other client at the next turn");
+    share_new_pass(&s);
+    is_int(index_of(share_next(&s)), 1, "the next pass serves the first client in the ring");
+    is_int(index_of(share_next(&s)), -1, "one write of 1 MiB fills a 256 KiB pass");
+    share_new_pass(&s);
+    is_int(index_of(share_next(&s)), 2, "the other client at the next pass");
     ok(!share_waiting(&s), "nothing waits");
-    share_turn(&s);
-    ok(share_admit(&s, item(3, VICTIM, 1 * MB)), "an empty turn lets a write go at once again");
+    share_new_pass(&s);
+    ok(share_admit(&s, item(3, VICTIM, 1 * MB)), "an empty pass lets a write go at once again");
 }
 
 /* A client with ten connections, each with a 1 MiB write waiting, and a
- * client with one: by turns, not by connections. */
+ * client with one: by clients, not by connections. */
 static void test_many_against_one(void)
 {
     struct share s;
@@ -86,7 +86,7 @@ static void test_many_against_one(void)
     for (int t = 0; t < 38; t++) {
         if (!items[10].node.queued)
             share_admit(&s, item(10, VICTIM, 1 * MB));
-        share_turn(&s);
+        share_new_pass(&s);
         struct share_item *it = share_next(&s);
         if (it == &items[10]) {
             victim_writes++;
@@ -95,7 +95,7 @@ static void test_many_against_one(void)
             share_admit(&s, it); /* its connection writes again */
         }
     }
-    is_int(victim_writes, 20, "the victim writes every other turn");
+    is_int(victim_writes, 20, "the victim writes every other pass");
     is_int(attacker_writes, 20, "the attacker the others: bytes shared by client");
     ok(s.counters.lag_max <= SHARE_QUANTUM + 1 * MB, "no client got beyond a quantum and a write");
 }
@@ -111,7 +111,7 @@ static void test_by_bytes(void)
     share_admit(&s, item(101, VICTIM, 1 * MB));
     uint64_t bytes[2] = {0, 0}, ahead = 0;
     for (int t = 0; t < 64 && share_waiting(&s); t++) {
-        share_turn(&s);
+        share_new_pass(&s);
         struct share_item *it = share_next(&s);
         bytes[it->client == VICTIM] += it->bytes;
         if (it == &items[101])
@@ -136,7 +136,7 @@ static void test_debt(void)
     share_admit(&s, item(4, ATTACKER, 64 * KB));
     is_str(drain(&s, 8), "0 2 3 4 1", "a 4 MiB write is paid for before its client writes again");
     ok(!share_waiting(&s), "nothing waits");
-    s.turn_used = 1;
+    s.pass_used = 1;
     share_admit(&s, item(5, VICTIM, 64 * KB));
     share_admit(&s, item(6, ATTACKER, 64 * KB));
     is_str(drain(&s, 4), "5 6", "once nobody waited, no debt is left");

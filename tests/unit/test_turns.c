@@ -1,4 +1,4 @@
-/* The loop's turns as pure code: each client's share of a turn. */
+/* The loop's turns as pure code: each client's share of a pass. */
 #include <stdint.h>
 
 #include "server/base/util.h"
@@ -29,13 +29,13 @@ static void test_flood_and_victim(void)
     turns_charge(&t, VICTIM, 20 * US);
     is_int(t.counters.at_once, 11, "11 went at once");
     is_int(t.counters.deferred, 54, "54 waited");
-    turns_next(&t);
-    ok(turns_admit(&t, ATTACKER, true), "the next turn, the flood runs again");
-    is_int(turns_used(&t, VICTIM), 0, "each turn begins with nothing spent");
+    turns_new_pass(&t);
+    ok(turns_admit(&t, ATTACKER, true), "the next pass, the flood runs again");
+    is_int(turns_used(&t, VICTIM), 0, "each pass begins with nothing spent");
     is_int(t.counters.deferred, 54, "one that waited is not counted twice");
 }
 
-/* The request that crosses the share still runs: a turn makes progress. */
+/* The request that crosses the share still runs: a pass makes progress. */
 static void test_crossing(void)
 {
     struct turns t;
@@ -43,12 +43,12 @@ static void test_crossing(void)
     ok(turns_admit(&t, ATTACKER, false), "a first request runs");
     turns_charge(&t, ATTACKER, 5000 * US);
     ok(!turns_admit(&t, ATTACKER, false), "after 5 ms in one request, the next waits");
-    turns_next(&t);
-    ok(turns_admit(&t, ATTACKER, true), "and runs at the next turn");
+    turns_new_pass(&t);
+    ok(turns_admit(&t, ATTACKER, true), "and runs at the next pass");
 }
 
-/* What many clients have waiting cannot make a turn long either: the
- * waiting requests get TURNS_CLIENTS shares of a turn; a new request of a
+/* What many clients have waiting cannot make a pass long either: the
+ * waiting requests get TURNS_CLIENTS shares of a pass; a new request of a
  * client that spent nothing still goes. */
 static void test_turn_bound(void)
 {
@@ -64,12 +64,12 @@ static void test_turn_bound(void)
     is_int(ran, TURNS_CLIENTS * 2, "100 waiting clients of 100 us each: 4 shares of 200 us run");
     ok(turns_admit(&t, 1000, false), "a client's new request still goes in the poll");
     ok(!turns_admit(&t, 1000, true), "but not one that waited");
-    turns_next(&t);
-    ok(turns_admit(&t, 100, true), "the next turn takes the others");
+    turns_new_pass(&t);
+    ok(turns_admit(&t, 100, true), "the next pass takes the others");
 }
 
-/* Work that ran before the waiting requests in a turn (timers, write
- * callbacks resuming pipelined requests) spent the turn's bound: the first
+/* Work that ran before the waiting requests in a pass (timers, write
+ * callbacks resuming pipelined requests) spent the pass's bound: the first
  * waiting request still goes, or they could wait for as long as four
  * clients keep that up. */
 static void test_waiting_progress(void)
@@ -80,11 +80,11 @@ static void test_waiting_progress(void)
         ok(turns_admit(&t, client, false), "a client's request goes at once");
         turns_charge(&t, client, 200 * US);
     }
-    ok(turns_admit(&t, 100, true), "the turn's bound is spent: the first waiting one still goes");
+    ok(turns_admit(&t, 100, true), "the pass's bound is spent: the first waiting one still goes");
     turns_charge(&t, 100, 100 * US);
     ok(!turns_admit(&t, 101, true), "  but not the next");
-    turns_next(&t);
-    ok(turns_admit(&t, 101, true), "which goes in the next turn");
+    turns_new_pass(&t);
+    ok(turns_admit(&t, 101, true), "which goes in the next pass");
 }
 
 /* Pool callbacks count too: a client whose callbacks spent its share
@@ -126,7 +126,7 @@ static int index_of(const struct request *it)
 }
 
 /* The waiting queue: 64 requests of the flood and then one of another
- * client wait; the next turn serves them client by client, each while it
+ * client wait; the next pass serves them client by client, each while it
  * has time left, not in the order they came. */
 static void test_queue(void)
 {
@@ -137,7 +137,7 @@ static void test_queue(void)
     wait_item(&t, 64, VICTIM);
     is_int(turns_waiting(&t), 65, "65 wait");
     is_int(t.queue.active, 2, "in two clients' queues");
-    turns_next(&t);
+    turns_new_pass(&t);
     struct request *it = next_waiting(&t);
     is_int(index_of(it), 0, "the flood's oldest goes first");
     turns_charge(&t, ATTACKER, 20 * US);
@@ -149,20 +149,20 @@ static void test_queue(void)
         ran++;
     }
     is_int(ran, 11, "the flood runs on until its share is spent (10 of its requests)");
-    is_int(turns_waiting(&t), 54, "the others wait for the next turn");
+    is_int(turns_waiting(&t), 54, "the others wait for the next pass");
     is_int(t.queue.active, 1, "in one queue");
     turns_remove(&t, &items[10].node);
     turns_remove(&t, &items[10].node);
     is_int(turns_waiting(&t), 53, "a removed request leaves the queue, once");
-    turns_next(&t);
-    is_int(index_of(next_waiting(&t)), 11, "the next turn goes on in order");
+    turns_new_pass(&t);
+    is_int(index_of(next_waiting(&t)), 11, "the next pass goes on in order");
     for (int i = 12; i < 64; i++)
         turns_remove(&t, &items[i].node);
     is_int(t.queue.active, 0, "the emptied queue leaves the ring");
     ok(next_waiting(&t) == NULL, "nothing waits");
 }
 
-/* The turn's bound stops the waiting even when a client has time left. */
+/* The pass's bound stops the waiting even when a client has time left. */
 static void test_queue_bound(void)
 {
     struct turns t;
@@ -186,7 +186,7 @@ static void test_off(void)
     turns_charge(&t, ATTACKER, 1000000 * US);
     ok(turns_admit(&t, ATTACKER, false), "share 0: everything runs at once");
     turns_set_share(&t, 200 * US);
-    ok(!turns_admit(&t, ATTACKER, false), "a share set later bounds the same turn");
+    ok(!turns_admit(&t, ATTACKER, false), "a share set later bounds the same pass");
 }
 
 int main(void)
