@@ -31,6 +31,7 @@ struct run {
     int argc;
     char **argv;
     int listen_fd;
+    int admin_fd;
     struct control *control;
 };
 
@@ -45,13 +46,15 @@ static int serve(unsigned worker, void *arg)
     if (rc < 0) {
         if (run->listen_fd >= 0)
             close(run->listen_fd);
+        if (run->admin_fd >= 0)
+            close(run->admin_fd);
         uv_loop_close(loop);
         return 1;
     }
     srv.worker = worker;
     if (run->control != NULL)
         server_join_control(&srv, run->control);
-    rc = server_start(&srv, run->listen_fd);
+    rc = server_start(&srv, run->listen_fd, run->admin_fd);
     master_worker_ready();
     uv_run(loop, UV_RUN_DEFAULT);
     server_fini(&srv);
@@ -201,17 +204,25 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    struct run run = {.cfg = &cfg, .argc = argc, .argv = argv, .listen_fd = -1};
+    struct run run = {.cfg = &cfg, .argc = argc, .argv = argv, .listen_fd = -1, .admin_fd = -1};
     unsigned workers = cfg.workers == CONFIG_AUTO ? online_cpus() : cfg.workers;
     if (workers == 1)
         return serve(0, &run);
-    /* One socket, opened before the fork and shared: the kernel queues every
-     * connection once, and a worker that dies loses only what it accepted. */
+    /* One socket per door, opened before the fork and shared: the kernel
+     * queues every connection once, and a worker that dies loses only what
+     * it accepted. Whichever worker takes an admin connection answers for
+     * all: merged figures, and one /settings for every worker. */
+    char admin_unix[108];
     if (server_open_listener(cfg.listen, &run.listen_fd) < 0)
         return 1;
+    if (server_open_admin(&cfg, &run.admin_fd, admin_unix) < 0) {
+        close(run.listen_fd);
+        return 1;
+    }
     run.control = control_create(workers, &cfg);
     if (run.control == NULL) {
         close(run.listen_fd);
+        server_close_admin(run.admin_fd, admin_unix);
         return 1;
     }
     const struct master_hooks hooks = {
@@ -219,5 +230,6 @@ int main(int argc, char **argv)
     int status = master_run(workers, &hooks);
     control_free(run.control);
     close(run.listen_fd);
+    server_close_admin(run.admin_fd, admin_unix);
     return status;
 }

@@ -177,8 +177,10 @@ def start_server(procs, args, logpath, settings=CLOGGED):
     deadline = time.time() + 10
     while time.time() < deadline and proc.poll() is None:
         with open(logpath, errors="replace") as f:
-            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/", f.read())
+            m = re.search(r"listening on http://127\.0\.0\.1:(\d+)/.*, admin http://127\.0\.0\.1:(\d+)/",
+                          f.read())
         if m:
+            ADMIN[int(m[1])] = int(m[2])
             return proc, int(m[1])
         time.sleep(0.02)
     sys.exit(f"unclog did not start; {logpath}:\n{tail(logpath)}")
@@ -224,11 +226,21 @@ def json_lines(proc):
 
 # ---- what it shows -------------------------------------------------------------------
 
+# The admin door (admin_listen) of the server on each public port, from its
+# startup line: /stats, /settings and the dashboard answer there only.
+ADMIN = {}
+
+
+def admin(port):
+    return ADMIN.get(port, port)
+
+
 def get_stats(port, tries=1):
-    """GET /stats, or None; a 503 (a hog holds every connection) is tried again."""
+    """GET /stats (on the admin door), or None; a 503 (a hog holds every
+    connection) is tried again."""
     for i in range(tries):
         try:
-            return json.loads(http(port, "/stats", timeout=2)[1])
+            return json.loads(http(admin(port), "/stats", timeout=2)[1])
         except Exception:  # a busy or stopping server: that second shows dashes
             if i + 1 < tries:
                 time.sleep(0.2)
@@ -236,10 +248,10 @@ def get_stats(port, tries=1):
 
 
 def post_settings(port, body):
-    """POST /settings; returns (status, seconds it took)."""
+    """POST /settings (on the admin door); returns (status, seconds it took)."""
     start = time.monotonic()
     try:
-        status = http(port, "/settings", body=body.encode(), timeout=10)[0]
+        status = http(admin(port), "/settings", body=body.encode(), timeout=10)[0]
     except urllib.error.HTTPError as e:
         status = e.code
     except OSError as e:
@@ -707,7 +719,8 @@ def attack_step(procs, args, port, ctx, step, csv):
 def banner(port, pids, say, header):
     """What was started, the dashboard's URL, what the act shows (SAY), the lines' HEADER."""
     log(f"started: {', '.join(f'{name} pid {pid}' for name, pid in pids)}")
-    log(f"\nDashboard: http://127.0.0.1:{port}/.unclog/dashboard\n{say}Ctrl-C stops everything.\n")
+    log(f"\nDashboard: http://127.0.0.1:{admin(port)}/.unclog/dashboard\n{say}Ctrl-C stops "
+        "everything.\n")
     log(header)
 
 
@@ -733,7 +746,7 @@ def run(args, procs):
     probe, lines = start_probe(procs, args, port, seconds, csv)
     start = time.monotonic()
     banner(port, [("unclog", server.pid), (flood_name, flood.pid), ("probe", probe.pid)],
-           CLOG_SAY.format(port=port), Ticker.HEADER)
+           CLOG_SAY.format(port=admin(port)), Ticker.HEADER)
     ticker = Ticker(port, start)
     phases = [(PHASES[0][0], start)]  # (name, monotonic time it began)
     final = None

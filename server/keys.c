@@ -23,6 +23,9 @@ static const struct config_choice log_levels[] = {
 };
 
 static const struct config_choice proxy_off[] = {{"off", 0}, {NULL, 0}};
+/* admin_listen's words besides an address ("unix:" stands for unix:/PATH). */
+static const struct config_choice admin_words[] = {
+    {"auto", 0}, {"off", 0}, {"unix:", 0}, {NULL, 0}};
 
 static const struct config_key core_keys[] = {
     {"listen", CONFIG_ADDR, CONFIG_FIELD(struct config, listen), 0, 0, "127.0.0.1:8080",
@@ -30,6 +33,13 @@ static const struct config_key core_keys[] = {
      "address to listen on: IPv4, [IPv6] or localhost (127.0.0.1), then :PORT; port 0 picks a "
      "free one",
      CONFIG_RESTART, NULL},
+    {"admin_listen", CONFIG_ADDR, CONFIG_FIELD(struct config, admin_listen), 0, 0, "auto",
+     "auto|ADDR:PORT|unix:/PATH|off",
+     "the admin listener, the only one with the dashboard, /settings, and (besides clients under "
+     "stats_from) /stats, /stats/history and /metrics; auto: a loopback address, the listen "
+     "port + 1 (a free port when listen's is 0 or + 1 is taken); unix:/PATH: a unix socket "
+     "(mode 0600); off: none",
+     CONFIG_RESTART, admin_words},
     {"root", CONFIG_STRING, CONFIG_FIELD(struct config, root), 0, 0, "static", "DIR",
      "directory served", CONFIG_RESTART, NULL},
     {"threads", CONFIG_UINT, CONFIG_FIELD(struct config, threads), 1, 1024, "4", "N",

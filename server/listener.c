@@ -1,12 +1,18 @@
 #define _GNU_SOURCE /* accept4 */
-/* The listening socket: bind, accept in batches, pause while fds or memory
+/* The listening sockets: bind, accept in batches, pause while fds or memory
  * run out, and at max_connections make room or answer a short 503: the
- * client holding the most gives way first (server/http/clients.h). */
+ * client holding the most gives way first (server/http/clients.h). Two
+ * doors: the public listener (listen), and the admin door (admin_listen),
+ * a loopback port or a unix socket where the dashboard, /settings and the
+ * figures answer, so that no reverse proxy in front of the public port can
+ * reach them, whatever it says of its clients (router.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "server/base/util.h"
@@ -23,6 +29,14 @@
  * waiting connections stay queued in the kernel meanwhile. */
 #define ACCEPT_PAUSE_MS 100
 
+void server_close_admin(int fd, const char *unix_path)
+{
+    if (fd >= 0)
+        close(fd);
+    if (unix_path[0] != '\0')
+        unlink(unix_path);
+}
+
 void server__close_listener(struct server *srv)
 {
     if (srv->listen_fd < 0)
@@ -32,14 +46,29 @@ void server__close_listener(struct server *srv)
     /* uv_close has stopped the poll: the fd is no longer watched. */
     close(srv->listen_fd);
     srv->listen_fd = -1;
+    if (srv->admin_fd >= 0)
+        handle_close((uv_handle_t *)&srv->admin_poll);
+    server_close_admin(srv->admin_fd, srv->admin_unix);
+    srv->admin_fd = -1;
+    srv->admin_unix[0] = '\0';
 }
 
 static void server_on_acceptable(uv_poll_t *poll, int status, int events);
+static void server_on_admin_acceptable(uv_poll_t *poll, int status, int events);
+
+/* Watches both doors (the admin one when there is one). */
+static int start_polls(struct server *srv)
+{
+    int rc = uv_poll_start(&srv->accept_poll, UV_READABLE, server_on_acceptable);
+    if (rc == 0 && srv->admin_fd >= 0)
+        rc = uv_poll_start(&srv->admin_poll, UV_READABLE, server_on_admin_acceptable);
+    return rc;
+}
 
 static void server_on_accept_resume(uv_timer_t *timer)
 {
     struct server *srv = timer->data;
-    int rc = uv_poll_start(&srv->accept_poll, UV_READABLE, server_on_acceptable);
+    int rc = start_polls(srv);
     if (rc < 0)
         log_error("accept: %s", uv_strerror(rc));
 }
@@ -53,6 +82,8 @@ static void pause_accepting(struct server *srv, int err)
         log_warn("accept: %s; pausing new connections", uv_strerror(err));
     srv->accept_paused = true;
     uv_poll_stop(&srv->accept_poll);
+    if (srv->admin_fd >= 0)
+        uv_poll_stop(&srv->admin_poll);
     uv_timer_start(&srv->accept_pause, server_on_accept_resume, ACCEPT_PAUSE_MS, 0);
 }
 
@@ -123,21 +154,17 @@ static bool accept_error_transient(int errnum)
     }
 }
 
-static void server_on_acceptable(uv_poll_t *poll, int status, int events)
+/* Takes the connections waiting on LISTEN_FD, the admin door's when ADMIN. */
+static void accept_batch(struct server *srv, int listen_fd, bool admin)
 {
-    struct server *srv = container_of(poll, struct server, accept_poll);
-    if (status < 0) {
-        pause_accepting(srv, status);
-        return;
-    }
     /* One eviction per accept() that ran out of fds: if the next fails too,
      * the fd went elsewhere, and accepting rests instead. */
     bool gave_way = false;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         struct sockaddr_storage addr = {.ss_family = AF_UNSPEC};
         socklen_t addr_len = sizeof addr;
-        int fd = accept4(srv->listen_fd, (struct sockaddr *)&addr, &addr_len,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd =
+            accept4(listen_fd, (struct sockaddr *)&addr, &addr_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             int errnum = errno;
             if (errnum == EAGAIN || errnum == EWOULDBLOCK)
@@ -159,10 +186,12 @@ static void server_on_acceptable(uv_poll_t *poll, int status, int events)
         }
         const struct sockaddr *peer = (const struct sockaddr *)&addr;
         bool full = srv->active >= srv->cfg->max_connections;
-        bool later = full && admit_at_header(srv, peer);
+        /* The admin door takes no PROXY header: its peers are its own. */
+        bool later = full && !admin && admit_at_header(srv, peer);
         if (full && !later && !make_room(srv, fd, peer))
             continue;
-        int rc = conn_accept(&srv->conn_env, fd, later);
+        int rc =
+            admin ? conn_accept_admin(&srv->conn_env, fd) : conn_accept(&srv->conn_env, fd, later);
         if (rc < 0) {
             log_warn("accept: %s", uv_strerror(rc));
             continue;
@@ -170,6 +199,24 @@ static void server_on_acceptable(uv_poll_t *poll, int status, int events)
         srv->active++; /* until the connection's gone */
         srv->accepted++;
     }
+}
+
+static void server_on_acceptable(uv_poll_t *poll, int status, int events)
+{
+    struct server *srv = container_of(poll, struct server, accept_poll);
+    if (status < 0)
+        pause_accepting(srv, status);
+    else
+        accept_batch(srv, srv->listen_fd, false);
+}
+
+static void server_on_admin_acceptable(uv_poll_t *poll, int status, int events)
+{
+    struct server *srv = container_of(poll, struct server, admin_poll);
+    if (status < 0)
+        pause_accepting(srv, status);
+    else
+        accept_batch(srv, srv->admin_fd, true);
 }
 
 /* A listening socket of our own rather than uv_listen: libuv's accept loop
@@ -218,48 +265,75 @@ static void raise_fd_limit(const struct config *cfg)
                  cfg->max_connections, need, (unsigned long long)lim.rlim_cur);
 }
 
-static void print_url(struct server *srv)
+/* FD's bound address as a URL's host and port ("127.0.0.1", "[::1]"); a
+ * unix socket's path in HOST and port 0. */
+static int bound_name(int fd, char *host, size_t len)
 {
     struct sockaddr_storage addr;
-    char host[64] = "?";
-    int port = 0;
-    socklen_t len = sizeof addr;
-    if (getsockname(srv->listen_fd, (struct sockaddr *)&addr, &len) == 0) {
-        if (addr.ss_family == AF_INET6) {
-            struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
-            host[0] = '[';
-            uv_ip6_name(a6, host + 1, sizeof host - 2);
-            strcat(host, "]");
-            port = ntohs(a6->sin6_port);
-        } else {
-            struct sockaddr_in *a4 = (struct sockaddr_in *)&addr;
-            uv_ip4_name(a4, host, sizeof host);
-            port = ntohs(a4->sin_port);
-        }
+    socklen_t addr_len = sizeof addr;
+    snprintf(host, len, "?");
+    if (getsockname(fd, (struct sockaddr *)&addr, &addr_len) != 0)
+        return 0;
+    if (addr.ss_family == AF_UNIX) {
+        snprintf(host, len, "%s", ((struct sockaddr_un *)&addr)->sun_path);
+        return 0;
     }
-    char part[32];
-    config_format_size(srv->cfg->partition, part, sizeof part);
-    /* The pages for people the modules bring: ", dashboard http://...".
-     * A wildcard is no address to browse to, and a page's switch answers
+    if (addr.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
+        host[0] = '[';
+        uv_ip6_name(a6, host + 1, len - 2);
+        strcat(host, "]");
+        return ntohs(a6->sin6_port);
+    }
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&addr;
+    uv_ip4_name(a4, host, len);
+    return ntohs(a4->sin_port);
+}
+
+/* The startup line's end: where the admin door is, and the pages for
+ * people the modules bring there (", dashboard http://..."). A unix
+ * socket is no address to browse to: its path, for curl --unix-socket. */
+static void admin_urls(const struct server *srv, char *out, size_t len)
+{
+    if (srv->admin_fd < 0) {
+        snprintf(out, len, ", admin off");
+        return;
+    }
+    char host[128];
+    int port = bound_name(srv->admin_fd, host, sizeof host);
+    if (port == 0) {
+        snprintf(out, len, ", admin unix:%s", host);
+        return;
+    }
+    /* A wildcard is no address to browse to, and a page's switch answers
      * only a loopback Host: a wildcard bind names the loopback one. */
     const char *page_host = strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1"
                             : strcmp(host, "[::]") == 0  ? "[::1]"
                                                          : host;
-    char pages[256] = "";
-    size_t n = 0;
+    size_t n = (size_t)snprintf(out, len, ", admin http://%s:%d/", page_host, port);
     for (size_t i = 0; srv->modules[i] != NULL; i++) {
         const struct module *m = srv->modules[i];
-        if (m->page != NULL && n < sizeof pages)
-            n += (size_t)snprintf(pages + n, sizeof pages - n, ", %s http://%s:%d%s", m->name,
-                                  page_host, port, m->page);
+        if (m->page != NULL && n < len)
+            n += (size_t)snprintf(out + n, len - n, ", %s http://%s:%d%s", m->name, page_host, port,
+                                  m->page);
     }
+}
+
+static void print_url(struct server *srv)
+{
+    char host[128];
+    int port = bound_name(srv->listen_fd, host, sizeof host);
+    char part[32];
+    config_format_size(srv->cfg->partition, part, sizeof part);
+    char admin[384];
+    admin_urls(srv, admin, sizeof admin);
     /* Where the settings came from: conf/unclog.conf is read only when the
      * working directory holds it. */
     char conf[PATH_MAX + 8] = "no config file";
     if (srv->cfg->file[0] != '\0')
         snprintf(conf, sizeof conf, "config %s", srv->cfg->file);
     log_info("listening on http://%s:%d/ serving %s (partition %s, threads %u), %s%s", host, port,
-             srv->root, part, srv->cfg->threads, conf, pages);
+             srv->root, part, srv->cfg->threads, conf, admin);
 }
 
 int server_open_listener(const char *listen, int *fd)
@@ -282,17 +356,146 @@ int server_open_listener(const char *listen, int *fd)
     return rc;
 }
 
-int server__listener_open(struct server *srv, int listen_fd)
+/* admin_listen = auto for LISTEN (a listen value): a loopback address
+ * (LISTEN's own when it is one, so that servers on 127.0.0.2 and 127.0.0.3
+ * keep apart; else 127.0.0.1 or [::1] by its family) and LISTEN's port
+ * + 1, or 0 (any free port) when LISTEN's is 0 or 65535. */
+static void admin_auto(const char *listen, struct sockaddr_storage *addr)
+{
+    config_parse_addr(listen, addr); /* checked when it was read */
+    bool loopback = addr_is_loopback((const struct sockaddr *)addr);
+    in_port_t *port;
+    if (addr->ss_family == AF_INET6) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)addr;
+        if (!loopback)
+            a6->sin6_addr = in6addr_loopback;
+        port = &a6->sin6_port;
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)addr;
+        if (!loopback)
+            a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        port = &a4->sin_port;
+    }
+    unsigned p = ntohs(*port);
+    *port = htons(p == 0 || p == 65535 ? 0 : (in_port_t)(p + 1));
+}
+
+/* Whether the unix socket at SUN is left over from a process that is gone:
+ * nothing accepts on it. A live one is never taken over. */
+static bool unix_stale(const struct sockaddr_un *sun)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool stale =
+        connect(fd, (const struct sockaddr *)sun, sizeof *sun) < 0 && errno == ECONNREFUSED;
+    close(fd);
+    return stale;
+}
+
+/* A unix socket at PATH, for its owner only (0600: a socket's mode is
+ * what lets a process connect); one left over by a process that is gone is
+ * replaced. Returns 0 with the fd in *FD_OUT, or a negative errno. */
+static int bind_unix(const char *path, int *fd_out)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sun.sun_path)
+        return -ENAMETOOLONG; /* the configuration checked it */
+    memcpy(sun.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int rc = bind(fd, (struct sockaddr *)&sun, sizeof sun);
+    if (rc < 0 && errno == EADDRINUSE && unix_stale(&sun) && unlink(path) == 0)
+        rc = bind(fd, (struct sockaddr *)&sun, sizeof sun);
+    /* Nobody can connect before listen(): the mode is set in time. */
+    if (rc < 0 || chmod(path, 0600) < 0 || listen(fd, BACKLOG) < 0) {
+        int err = -errno;
+        if (rc == 0)
+            unlink(path);
+        close(fd);
+        return err;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+int server_open_admin(const struct config *cfg, int *fd, char unix_path[108])
+{
+    const char *want = cfg->admin_listen;
+    unix_path[0] = '\0';
+    *fd = -1;
+    if (strcmp(want, "off") == 0)
+        return 0;
+    if (strncmp(want, "unix:", 5) == 0) {
+        int rc = bind_unix(want + 5, fd);
+        if (rc < 0) {
+            log_error("admin_listen %s: %s%s", want, strerror(-rc),
+                      rc == -EADDRINUSE ? ": another server accepts on it" : "");
+            return uv_translate_sys_error(-rc);
+        }
+        snprintf(unix_path, 108, "%s", want + 5);
+        return 0;
+    }
+    struct sockaddr_storage addr;
+    bool automatic = strcmp(want, "auto") == 0;
+    if (automatic)
+        admin_auto(cfg->listen, &addr);
+    else if (config_parse_addr(want, &addr) < 0)
+        return UV_EINVAL; /* checked when it was read */
+    int rc = bind_listener((struct sockaddr *)&addr, fd);
+    if (rc == UV_EADDRINUSE && automatic) {
+        /* The port next to listen's is another program's: any free one,
+         * which the startup line names. */
+        if (addr.ss_family == AF_INET6)
+            ((struct sockaddr_in6 *)&addr)->sin6_port = 0;
+        else
+            ((struct sockaddr_in *)&addr)->sin_port = 0;
+        rc = bind_listener((struct sockaddr *)&addr, fd);
+    }
+    if (rc < 0) {
+        log_error("admin_listen %s: %s", want, uv_strerror(rc));
+        return rc;
+    }
+    if (!automatic && !addr_is_loopback((const struct sockaddr *)&addr))
+        log_warn("admin_listen %s: beyond loopback, whoever reaches it reads every figure "
+                 "(client addresses, pid) and, with admin = on, changes settings: firewall it",
+                 want);
+    return 0;
+}
+
+int server__listener_open(struct server *srv, int listen_fd, int admin_fd)
 {
     int rc;
     srv->listen_fd = listen_fd;
-    if (listen_fd < 0 && (rc = server_open_listener(srv->cfg->listen, &srv->listen_fd)) < 0)
-        return rc;
+    srv->admin_fd = admin_fd;
+    srv->admin_unix[0] = '\0';
+    if (listen_fd < 0) {
+        if ((rc = server_open_listener(srv->cfg->listen, &srv->listen_fd)) < 0)
+            return rc;
+        if ((rc = server_open_admin(srv->cfg, &srv->admin_fd, srv->admin_unix)) < 0) {
+            close(srv->listen_fd);
+            srv->listen_fd = -1;
+            return rc;
+        }
+    }
     rc = uv_poll_init_socket(srv->loop, &srv->accept_poll, srv->listen_fd);
     if (rc < 0) {
         log_error("listen on %s: %s", srv->cfg->listen, uv_strerror(rc));
         close(srv->listen_fd);
         srv->listen_fd = -1;
+        server_close_admin(srv->admin_fd, srv->admin_unix);
+        srv->admin_fd = -1;
+        return rc;
+    }
+    if (srv->admin_fd >= 0 &&
+        (rc = uv_poll_init_socket(srv->loop, &srv->admin_poll, srv->admin_fd)) < 0) {
+        log_error("admin_listen %s: %s", srv->cfg->admin_listen, uv_strerror(rc));
+        handle_close((uv_handle_t *)&srv->accept_poll);
+        close(srv->listen_fd);
+        srv->listen_fd = -1;
+        server_close_admin(srv->admin_fd, srv->admin_unix);
+        srv->admin_fd = -1;
         return rc;
     }
     /* Timers cannot fail to initialise. */
@@ -303,7 +506,7 @@ int server__listener_open(struct server *srv, int listen_fd)
 
 int server__listener_start(struct server *srv)
 {
-    int rc = uv_poll_start(&srv->accept_poll, UV_READABLE, server_on_acceptable);
+    int rc = start_polls(srv);
     if (rc < 0)
         return rc;
     print_url(srv);

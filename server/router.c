@@ -52,17 +52,24 @@ void *server_module_state(const struct server *srv, const struct module *m)
     return NULL;
 }
 
-const struct route *server_route(const struct server *srv, const char *target)
+/* Whether R answers on the admin door (ADMIN) or on the public listener. */
+static bool on_door(const struct route *r, bool admin)
+{
+    return r->door == ROUTE_BOTH || r->door == (admin ? ROUTE_ADMIN : ROUTE_PUBLIC);
+}
+
+const struct route *server_route(const struct server *srv, const char *target, bool admin)
 {
     size_t len = strcspn(target, "?#");
     const struct route *fallback = &no_route;
     for (size_t i = 0; srv->modules[i] != NULL; i++) {
         const struct route *r = srv->modules[i]->routes;
         for (; r != NULL && r->on_request != NULL; r++) {
-            if (r->path == NULL && fallback == &no_route)
+            bool here = on_door(r, admin);
+            if (r->path == NULL && here && fallback == &no_route)
                 fallback = r;
             else if (r->path != NULL && strlen(r->path) == len && memcmp(r->path, target, len) == 0)
-                return r;
+                return here ? r : &no_route; /* the other door's: 404 to every method */
         }
     }
     return fallback;

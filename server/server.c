@@ -149,6 +149,7 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
 {
     memset(srv, 0, sizeof *srv);
     srv->listen_fd = -1;
+    srv->admin_fd = -1;
     srv->loop = loop;
     srv->cfg = cfg;
     srv->modules = modules;
@@ -259,7 +260,7 @@ struct pass *server_pass(struct server *srv)
     return &srv->pass;
 }
 
-int server_start(struct server *srv, int listen_fd)
+int server_start(struct server *srv, int listen_fd, int admin_fd)
 {
     uv_loop_t *loop = srv->loop;
     const struct config *cfg = srv->cfg;
@@ -270,7 +271,7 @@ int server_start(struct server *srv, int listen_fd)
         log_error("access log \"%s\": %s", cfg->access_log, strerror(-rc));
         goto fail_close_fd;
     }
-    if ((rc = server__listener_open(srv, listen_fd)) < 0)
+    if ((rc = server__listener_open(srv, listen_fd, admin_fd)) < 0)
         goto fail_close_log;
     /* Timers cannot fail to initialise. The first signal handle can: it
      * creates the loop's signal pipe, which the second one then shares. */
@@ -326,6 +327,8 @@ fail_close_log:
 fail_close_fd:
     if (listen_fd >= 0)
         close(listen_fd);
+    if (admin_fd >= 0)
+        close(admin_fd);
     close_core(srv);
     return rc;
 }

@@ -55,11 +55,16 @@ struct server {
     struct config *cfg; /* main()'s; replaced whole by a reload */
     int argc;           /* the command line, which a reload reads again */
     char **argv;
-    unsigned worker;           /* 1..N under a master (workers > 1), else 0 */
-    int listen_fd;             /* the listening socket; closed with accept_poll */
-    uv_poll_t accept_poll;     /* listen_fd is readable: connections wait */
-    uv_timer_t accept_pause;   /* restarts accept_poll after EMFILE and friends */
-    bool accept_paused;        /* accepting stopped for lack of fds or memory */
+    unsigned worker;         /* 1..N under a master (workers > 1), else 0 */
+    int listen_fd;           /* the listening socket; closed with accept_poll */
+    uv_poll_t accept_poll;   /* listen_fd is readable: connections wait */
+    uv_timer_t accept_pause; /* restarts accept_poll after EMFILE and friends */
+    bool accept_paused;      /* accepting stopped for lack of fds or memory */
+    /* The admin door (admin_listen): the dashboard, /settings and the
+     * figures answer there, and files do not (router.c). */
+    int admin_fd;              /* its listening socket, -1 when off; closed with admin_poll */
+    uv_poll_t admin_poll;      /* admin_fd is readable */
+    char admin_unix[108];      /* the path of a unix socket this process made and unlinks; "" */
     unsigned refused_logged;   /* 503s since the last tick: one log line per second */
     unsigned freed_since_tick; /* connections freed: the tick trims the heap after */
     uv_signal_t sigint, sigterm, sighup;
@@ -123,20 +128,33 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
  * module's state. */
 void server_fini(struct server *srv);
 
-/* The route for TARGET's path (query ignored): the first module route with
- * that exact path, else the first fallback route. Never NULL. */
-const struct route *server_route(const struct server *srv, const char *target);
+/* The route for TARGET's path (query ignored) on the public listener, or
+ * on the admin door when ADMIN: the first module route with that exact
+ * path, which is a 404 to every method when it answers on the other door
+ * only (struct route's door: /settings on the public listener); else the
+ * first fallback route that answers on this one; else a 404. Never NULL. */
+const struct route *server_route(const struct server *srv, const char *target, bool admin);
 
 /* Opens the listening socket for LISTEN (a listen value: config_parse_addr).
  * Returns 0 with the fd in *FD, or logs and returns a negative UV_E* code. */
 int server_open_listener(const char *listen, int *fd);
 
-/* Starts serving: on LISTEN_FD when it is >= 0 (taken; a worker's share of
- * its master's socket), else on a socket of its own for cfg->listen; and
- * installs the signal handlers. Logs and returns a negative UV_E* code on
- * failure, after closing what it opened (run the loop once more to let the
- * close callbacks finish). */
-int server_start(struct server *srv, int listen_fd);
+/* Opens the admin listener for CFG's admin_listen (listener.c): 0 with the
+ * fd in *FD (-1 when off), and for a unix socket its path in UNIX_PATH
+ * ("" else), which whoever made it unlinks once done (server_close_admin);
+ * or logs and returns a negative UV_E* code. */
+int server_open_admin(const struct config *cfg, int *fd, char unix_path[108]);
+
+/* Closes FD (when >= 0) and unlinks UNIX_PATH (when not ""). */
+void server_close_admin(int fd, const char *unix_path);
+
+/* Starts serving: on LISTEN_FD and ADMIN_FD when LISTEN_FD is >= 0 (taken,
+ * ADMIN_FD -1 when admin_listen is off; a worker's share of its master's
+ * sockets), else on sockets of its own for cfg->listen and
+ * cfg->admin_listen; and installs the signal handlers. Logs and returns a
+ * negative UV_E* code on failure, after closing what it opened (run the
+ * loop once more to let the close callbacks finish). */
+int server_start(struct server *srv, int listen_fd, int admin_fd);
 
 /* A response is complete: counts it under ROUTE (NULL: refused before
  * routing) and its status class, and its latency US by size. */

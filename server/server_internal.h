@@ -13,13 +13,14 @@
 struct server;
 
 /* listener.c */
-/* Takes LISTEN_FD (or opens cfg->listen when it is < 0) and sets up its
- * handles. Returns 0, or logs and returns a negative UV_E* code with nothing
- * left open. */
-int server__listener_open(struct server *srv, int listen_fd);
+/* Takes LISTEN_FD and ADMIN_FD (or opens cfg->listen and cfg->admin_listen
+ * when LISTEN_FD is < 0) and sets up their handles. Returns 0, or logs and
+ * returns a negative UV_E* code with nothing left open. */
+int server__listener_open(struct server *srv, int listen_fd, int admin_fd);
 /* Starts accepting and says where (the first startup line). */
 int server__listener_start(struct server *srv);
-/* Stops accepting for good: closes the handles and the socket. */
+/* Stops accepting for good: closes the handles and the sockets (and
+ * unlinks the admin unix socket this process made). */
 void server__close_listener(struct server *srv);
 
 /* router.c: a row of response counters for every route. */

@@ -3,7 +3,8 @@
 #include "handlers/deflate.h"
 #include "handlers/observe/stats.h"
 
-/* The page shows what /stats does: it answers the viewers /stats answers. */
+/* The page shows what /stats does; it is on the admin door only, whose
+ * clients see everything (stats_view). */
 static int dashboard_on_request(struct conn *c, const struct request *req)
 {
     if (stats_view(c) == STATS_REFUSED)
@@ -22,13 +23,15 @@ static int dashboard_on_request(struct conn *c, const struct request *req)
     return 0;
 }
 
-/* An instrument, as /stats is: counted, kept out of the latency figures. */
+/* An instrument, as /stats is: counted, kept out of the latency figures;
+ * on the admin door only, as /settings, which its controls use. */
 static const struct route dashboard_routes[] = {
     {.path = DASHBOARD_PATH,
      .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
      .allow = "GET, HEAD",
      .on_request = dashboard_on_request,
-     .instrument = true},
+     .instrument = true,
+     .door = ROUTE_ADMIN},
     {0},
 };
 

@@ -33,8 +33,8 @@ static const char *denial(struct conn *c)
     if (!settings_admin(conn_server(c)))
         return "live switching is off: start the server with --admin on (admin = on in its "
                "configuration file)";
-    if (!conn_peer_loopback(c))
-        return "live settings answer only a client on this machine (loopback)";
+    if (!conn_admin(c))
+        return "live settings answer only on the admin listener (admin_listen)";
     return NULL;
 }
 
@@ -375,13 +375,14 @@ static const struct route settings_routes[] = {
      .on_headers = settings_on_headers,
      .on_body = settings_on_body,
      .on_request = settings_on_request,
-     .instrument = true},
+     .instrument = true,
+     .door = ROUTE_ADMIN},
     {0},
 };
 
 static const struct config_key settings_keys[] = {
     {"admin", CONFIG_BOOL, CONFIG_FIELD(struct settings_config, admin), 0, 0, "off", "on|off",
-     "GET and POST /settings change live settings (loopback clients, same origin only)",
+     "GET and POST /settings change live settings (on the admin listener, same origin only)",
      CONFIG_RELOAD, NULL},
 };
 
@@ -390,7 +391,7 @@ static const struct snap_def admin_def = {
     .key = "admin",
     .metric = "unclog_admin_enabled",
     .kind = SNAP_FLAG,
-    .help = "Whether POST /settings may change live settings (admin, for loopback clients)."};
+    .help = "Whether POST /settings may change live settings (admin, on the admin listener)."};
 static const struct snap_def *const settings_figures[] = {&admin_def, NULL};
 
 static const struct config_table settings_config_table =

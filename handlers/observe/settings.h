@@ -8,8 +8,9 @@
 /* GET /settings: the live settings as JSON. POST /settings with a
  * form-urlencoded body (partition=64k&scheduler=fifo) changes them, all or
  * nothing, validated as the config file is, and answers the new JSON.
- * Only with `admin = on`, only for loopback clients, and only from the
- * server's own page (settings_refusal); 403 otherwise: anyone who can
+ * Only with `admin = on`, only on the admin door (admin_listen: the public
+ * listener has no /settings), and only from the server's own page
+ * (settings_refusal); 403 otherwise: anyone who can
  * change the partition can clog the server on purpose, so the switch is
  * for the person at the machine (a talk, a lab), not for whatever page
  * their browser has open. */
@@ -17,12 +18,12 @@ extern const struct module settings_module;
 
 /* The module's keys (settings_module.config fills it). */
 struct settings_config {
-    bool admin; /* /settings answers loopback clients */
+    bool admin; /* /settings answers (on the admin door) */
 };
 
 struct server;
 
-/* Whether REQ, from a loopback client, comes from the server's own page or
+/* Whether REQ, on the admin door, comes from the server's own page or
  * from no browser at all: NULL, or the rule it breaks, for the 403 body.
  * The speaker's browser is itself a loopback client, so a page of any
  * other origin must not reach the switch (cross-site request forgery, DNS
@@ -35,7 +36,7 @@ struct server;
  * Reads REQ only. */
 const char *settings_refusal(const struct request *req);
 
-/* Whether admin = on: /settings answers (loopback clients). */
+/* Whether admin = on: /settings answers (on the admin door). */
 bool settings_admin(const struct server *srv);
 
 #endif

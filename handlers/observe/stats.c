@@ -89,7 +89,7 @@ static const struct config_table stats_config_table;
 
 enum stats_view stats_view(struct conn *c)
 {
-    if (conn_peer_loopback(c))
+    if (conn_admin(c))
         return STATS_FULL;
     const struct stats_config *sc =
         config_block(server_config(conn_server(c)), &stats_config_table);
@@ -104,8 +104,9 @@ int stats_refuse(struct conn *c)
 {
     conn_head_start(c, 403);
     conn_head_add(c, "Content-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\n");
-    conn_send_text(c, "403 Forbidden: the server's figures answer loopback clients, and those "
-                      "under stats_from (e.g. stats_from = 192.0.2.0/24)\n");
+    conn_send_text(c, "403 Forbidden: the server's figures answer on its admin listener "
+                      "(admin_listen), and here only clients under stats_from (e.g. "
+                      "stats_from = 192.0.2.0/24)\n");
     return 0;
 }
 
@@ -194,17 +195,20 @@ static const struct route stats_routes[] = {
      .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
      .allow = "GET, HEAD",
      .on_request = stats_on_request,
-     .instrument = true},
+     .instrument = true,
+     .door = ROUTE_BOTH},
     {.path = "/metrics",
      .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
      .allow = "GET, HEAD",
      .on_request = metrics_on_request,
-     .instrument = true},
+     .instrument = true,
+     .door = ROUTE_BOTH},
     {.path = "/stats/history",
      .methods = ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD),
      .allow = "GET, HEAD",
      .on_request = history_on_request,
-     .instrument = true},
+     .instrument = true,
+     .door = ROUTE_BOTH},
     {0},
 };
 
@@ -214,17 +218,20 @@ static const struct config_choice details[] = {
     {NULL, 0},
 };
 
+static const struct config_choice stats_off[] = {{"off", 0}, {NULL, 0}};
+
 static const struct config_key stats_keys[] = {
-    {"stats_from", CONFIG_ADDRS, CONFIG_FIELD(struct stats_config, from), 0, 0, "loopback",
-     "PREFIX[,PREFIX...]|loopback",
-     "clients besides loopback ones that may read /stats, /stats/history, /metrics and the "
-     "dashboard, as addresses or ADDRESS/LENGTH prefixes, up to 8 (a Prometheus host: "
-     "192.0.2.7); others get 403",
-     CONFIG_RELOAD, NULL},
+    {"stats_from", CONFIG_ADDRS, CONFIG_FIELD(struct stats_config, from), 0, 0, "off",
+     "off|PREFIX[,PREFIX...]",
+     "clients that may read /stats, /stats/history and /metrics on the public listener (the "
+     "admin listener shows them to all its clients), as addresses or ADDRESS/LENGTH prefixes, "
+     "up to 8 (a Prometheus host: 192.0.2.7); others get 403; off: none, loopback ones "
+     "neither",
+     CONFIG_RELOAD, stats_off},
     {"stats_detail", CONFIG_CHOICE, CONFIG_FIELD(struct stats_config, detail), 0, 0, "private",
      "private|full",
      "what clients under stats_from see: private: no client's address and no pid; full: "
-     "everything, as loopback clients",
+     "everything, as on the admin listener",
      CONFIG_RELOAD, details},
 };
 

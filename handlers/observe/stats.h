@@ -10,13 +10,14 @@
  * memory, each module's members, the scheduler and the jobs per class.
  * GET /metrics: the same snapshot in Prometheus text (metrics.h).
  * GET /stats/history: what the dashboard draws, over time (history.h).
- * They, and the dashboard, answer only the viewers stats_view lets in
- * (403 otherwise): the figures name the server's other clients. */
+ * They answer on the admin door, and on the public listener only the
+ * viewers stats_view lets in (403 otherwise): the figures name the
+ * server's other clients. */
 extern const struct module stats_module;
 
 /* The module's keys (stats_module.config fills it). */
 struct stats_config {
-    struct config_addrs from; /* stats_from: who, besides loopback clients, may look */
+    struct config_addrs from; /* stats_from: who may look on the public listener */
     unsigned detail;          /* stats_detail: what they see (enum stats_view) */
 };
 
@@ -27,9 +28,11 @@ enum stats_view {
     STATS_FULL,    /* everything */
 };
 
-/* What C's client may see: everything from this machine (conn_peer_loopback,
- * the rule /settings keeps too); from an address under stats_from, what
- * stats_detail says (private by default); from anywhere else, nothing. */
+/* What C's client may see: everything on the admin door (conn_admin, the
+ * only door /settings has); on the public listener, from an address under
+ * stats_from, what stats_detail says (private by default); from anywhere
+ * else (loopback too: a reverse proxy on this machine is loopback for
+ * whoever it serves), nothing. */
 enum stats_view stats_view(struct conn *c);
 
 /* Answers C 403, naming the key that lets a client in. Returns 0. */

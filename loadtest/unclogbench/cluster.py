@@ -124,9 +124,10 @@ class Cluster:
         self.wait(lambda: self.stats(name, quiet=True), 10, f"{name} answers /stats")
 
     def stats(self, name, quiet=False):
-        """NAME's /stats, asked on its own loopback (None if quiet and it does not answer)."""
+        """NAME's /stats, asked on its admin door (admin_listen = auto: its own
+        loopback, port PORT + 1; None if quiet and it does not answer)."""
         def ask():
-            c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=5)
+            c = http.client.HTTPConnection("127.0.0.1", PORT + 1, timeout=5)
             try:
                 c.request("GET", "/stats")
                 return json.loads(c.getresponse().read())

@@ -152,6 +152,7 @@ class Server:
         self.label = config.label
         self.gzip = config.server in ("unclog", "node")  # answers POST /gzip
         self.proc = self.port = self.logpath = self.tag = None
+        self.admin_port = None  # unclog's admin door (admin_listen), where /stats answers
         self.balancer = None  # haproxy's process, in front of it
 
     def start(self, tag):
@@ -268,10 +269,13 @@ class Server:
     def _wait_listening(self):
         """The port, once every process (an unclog's workers) has logged it."""
         pat = re.compile(r"listening on http://127\.0\.0\.1:(\d+)/")
+        admin = re.compile(r"listening on .*, admin http://127\.0\.0\.1:(\d+)/")
 
         def ready():
             with open(self.logpath, errors="replace") as f:
-                found = pat.findall(f.read())
+                text = f.read()
+            found = pat.findall(text)
+            self.admin_port = next((int(p) for p in admin.findall(text)), None)
             return int(found[0]) if len(found) >= self.config.workers else None
         return self._wait(ready, lambda: f"{self.label} did not start; see {self.logpath}:\n"
                                          f"{tail(self.logpath)}")
@@ -303,7 +307,7 @@ class Server:
     def save_stats(self, path):
         """unclog's /stats after a run, for the record (tmp/)."""
         try:
-            _, body = http(self.port, "/stats", timeout=5)
+            _, body = http(self.admin_port or self.port, "/stats", timeout=5)
             with open(path, "wb") as f:
                 f.write(body)
         except Exception as e:  # informative only

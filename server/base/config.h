@@ -36,8 +36,8 @@ struct config_prefix {
     unsigned v4, v6;
 };
 
-/* CONFIG_ADDRS: address prefixes whose clients may do something besides
- * loopback clients, who always may. "loopback": none besides (a key may
+/* CONFIG_ADDRS: address prefixes whose clients may do something. The empty
+ * list is spelled "loopback" (from when loopback clients always could; a key may
  * name its empty list otherwise: its one choice, as proxy_protocol_from's
  * "off"). */
 #define CONFIG_ADDRS_MAX 8
@@ -71,7 +71,8 @@ enum config_type {
     CONFIG_MS,
     CONFIG_CHOICE,
     CONFIG_DISK, /* struct disk_emulation: "off" or "LATENCY[,RATE]" */
-    CONFIG_ADDR, /* an address to listen on (config_parse_addr), kept as its text */
+    CONFIG_ADDR, /* an address to listen on (config_parse_addr), kept as its text; or one
+                  * of its choices' words ("unix:" stands for unix:/PATH) */
     CONFIG_ADDRS /* struct config_addrs: "loopback", or "PREFIX[,PREFIX...]" */
 };
 
@@ -87,7 +88,8 @@ struct config_key {
     const char *arg;      /* placeholder in --help */
     const char *help;
     enum config_when when;
-    /* CONFIG_CHOICE: ends with {NULL, 0}; CONFIG_ADDRS: the word for no prefix */
+    /* CONFIG_CHOICE: ends with {NULL, 0}; CONFIG_ADDRS: the word for no prefix;
+     * CONFIG_ADDR: the words it takes besides an address */
     const struct config_choice *choices;
 };
 
@@ -141,6 +143,7 @@ struct config {
     size_t block_offset[CONFIG_TABLES_MAX]; /* each module table's block in blocks[] */
     char file[PATH_MAX];                    /* the file config_load read, as named; "" when none */
     char listen[128];
+    char admin_listen[128]; /* auto, off, an ADDR:PORT or unix:/PATH (server/listener.c) */
     char root[PATH_MAX];
     unsigned threads;
     unsigned workers;     /* processes; CONFIG_AUTO: one per CPU */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/un.h>
 #include <uv.h>
 
 void config__fail(char *err, const char *fmt, ...)
@@ -212,6 +213,20 @@ int config_parse_addr(const char *text, struct sockaddr_storage *addr)
     return uv_ip4_addr(host, port, (struct sockaddr_in *)addr) == 0 ? 0 : -EINVAL;
 }
 
+/* Whether TEXT is one of the words an address key K takes besides an
+ * address (its choices: admin_listen's auto and off), or, when K takes
+ * "unix:PATH", an absolute path short enough for a unix socket. */
+static bool addr_word(const struct config_key *k, const char *text)
+{
+    for (const struct config_choice *c = k->choices; c->name != NULL; c++) {
+        if (strcmp(c->name, "unix:") == 0 && strncmp(text, "unix:/", 6) == 0)
+            return strlen(text + 5) < sizeof(((struct sockaddr_un *)0)->sun_path);
+        if (strcmp(c->name, text) == 0)
+            return true;
+    }
+    return false;
+}
+
 int config__set_field(char *field, const struct config_key *k, const char *text, char *err)
 {
     size_t size;
@@ -309,7 +324,18 @@ int config__set_field(char *field, const struct config_key *k, const char *text,
         return set_disk(k, (struct disk_emulation *)(void *)field, text, err);
     case CONFIG_ADDR: {
         struct sockaddr_storage addr;
+        if (strlen(text) < k->field_size && k->choices != NULL && addr_word(k, text)) {
+            memcpy(field, text, strlen(text) + 1);
+            return 0;
+        }
         if (strlen(text) >= k->field_size || config_parse_addr(text, &addr) != 0) {
+            if (k->choices != NULL) {
+                config__fail(
+                    err,
+                    "'%s' is not %s (ADDR:PORT as listen takes it; unix: then an absolute path)",
+                    text, k->arg);
+                return -1;
+            }
             config__fail(
                 err,
                 "'%s' is not ADDR:PORT, [ADDR6]:PORT or localhost:PORT (IP addresses, no host "

@@ -123,11 +123,28 @@ static int open_socket(struct conn *c, int fd, struct addr_prefix *client)
     int addr_len = sizeof addr;
     uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&addr, &addr_len);
     conn__name_client(c, (const struct sockaddr *)&addr, client);
-    c->proxy_peer = c->proxy_wait = conn_relayed_from(cfg, (const struct sockaddr *)&addr);
+    c->proxy_peer = c->proxy_wait =
+        !c->admin && conn_relayed_from(cfg, (const struct sockaddr *)&addr);
     return 0;
 }
 
+static int accept_fd(struct conn_env *env, int fd, bool at_limit, bool admin);
+
 int conn_accept(struct conn_env *env, int fd, bool at_limit)
+{
+    return accept_fd(env, fd, at_limit, false);
+}
+
+int conn_accept_admin(struct conn_env *env, int fd)
+{
+    return accept_fd(env, fd, false, true);
+}
+
+/* Serves FD, accepted on the public listener or (ADMIN) on the admin door.
+ * The admin door's may be a unix socket: its fd goes in the uv_tcp_t all
+ * the same, as libuv's stream code is one for both, and what is TCP's alone
+ * (nodelay, the socket options) fails harmlessly on it. */
+static int accept_fd(struct conn_env *env, int fd, bool at_limit, bool admin)
 {
     const struct config *cfg = *env->cfg;
     struct conn *c = malloc(sizeof *c + cfg->max_url + 1);
@@ -151,6 +168,7 @@ int conn_accept(struct conn_env *env, int fd, bool at_limit)
     /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
     llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
     strict_lines_init(&c->lines);
+    c->admin = admin;
     struct addr_prefix client;
     rc = open_socket(c, fd, &client);
     if (rc < 0) {

@@ -38,6 +38,11 @@ bool conn_peer_loopback(const struct conn *c)
     return c->loopback;
 }
 
+bool conn_admin(const struct conn *c)
+{
+    return c->admin;
+}
+
 const struct addr_prefix *conn_peer_addr(const struct conn *c)
 {
     return &c->addr;

@@ -32,6 +32,9 @@ const struct request *conn_request(const struct conn *c);
 /* Whether the client connected from this machine (127/8, ::1, ::ffff:127/104):
  * never for a balancer's connection whose PROXY header names no client. */
 bool conn_peer_loopback(const struct conn *c);
+/* Whether C came through the admin door (admin_listen): its requests are
+ * routed among the admin routes, and its client may see every figure. */
+bool conn_admin(const struct conn *c);
 struct addr_prefix;
 /* The client's whole address (an IPv4 one mapped into IPv6 as IPv4), for
  * matching it against prefixes (addr_prefix_contains); family 0 when the
@@ -103,6 +106,10 @@ bool conn_relayed_from(const struct config *cfg, const struct sockaddr *sa);
  * freed; or a negative UV_E* code, FD closed and gone never called (what
  * was set up frees itself). */
 int conn_accept(struct conn_env *env, int fd, bool at_limit);
+
+/* As conn_accept, for FD accepted on the admin door (a TCP or a unix
+ * socket): never a PROXY header; routed as conn_admin says. */
+int conn_accept_admin(struct conn_env *env, int fd);
 
 /* At max_connections nobody gives way for FD's connection, of CLIENT (its
  * reason WHY): answers it a short 503 and closes it (takes FD), with a

@@ -185,6 +185,7 @@ struct conn {
     unsigned holds;
     char peer[64];
     bool loopback;           /* the peer is this machine */
+    bool admin;              /* came through the admin door (conn_accept_admin) */
     struct addr_prefix addr; /* the peer's whole address (family 0: not an IP peer) */
     uint64_t flow; /* the client: the peer's address under client_prefix, hashed (client_of) */
     struct client_link client; /* its place in env->clients: counted, and listed while IDLE */

@@ -80,6 +80,11 @@ struct route {
      * kept out of the request-latency figures, which are about the work
      * the server does for its clients, not about whoever watches it. */
     bool instrument;
+    /* The listener it answers on (server/listener.c): the public one
+     * (ROUTE_PUBLIC, the default: files, /gzip), the admin door only
+     * (ROUTE_ADMIN: the dashboard, /settings), or both (ROUTE_BOTH: the
+     * figures, which the public listener shows only to stats_from). */
+    enum route_door { ROUTE_PUBLIC, ROUTE_ADMIN, ROUTE_BOTH } door;
 };
 
 struct access_log;
@@ -100,8 +105,9 @@ struct conn_env {
     const struct pump_env *pump; /* every response's pump; its bytes_sent counts bodies */
     struct access_log *access;
     const bool *stopping; /* the server is stopping: no more keep-alive */
-    /* The route for TARGET (query ignored); never NULL. */
-    const struct route *(*route)(const struct server *owner, const char *target);
+    /* The route for TARGET (query ignored) on the public listener, or on
+     * the admin door when ADMIN; never NULL. */
+    const struct route *(*route)(const struct server *owner, const char *target, bool admin);
     /* The Date header's value for the current second. */
     const char *(*date)(struct server *owner);
     /* A response is complete: ROUTE (NULL: refused before routing), its

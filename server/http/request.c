@@ -279,7 +279,7 @@ static int on_headers_complete(llhttp_t *p)
     r->target_len = strlen(r->target);
     /* Routed first, so that the route's own limit applies and a refusal
      * counts under the route. */
-    c->route = c->env->route(c->env->owner, r->target);
+    c->route = c->env->route(c->env->owner, r->target, c->admin);
     set_body_max(c);
     if (r->has_length && r->content_length > c->framing.body_max)
         return refuse_body(c);

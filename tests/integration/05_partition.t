@@ -281,7 +281,7 @@ def test_auto():
 
 def settings(srv, form):
     """POST FORM to /settings: the status."""
-    with Conn(srv.port) as c:
+    with srv.admin_conn() as c:
         r = c.roundtrip("POST", "/settings", body=form.encode(),
                         headers={"Content-Type": "application/x-www-form-urlencoded"})
     return r.status

@@ -112,9 +112,9 @@ def test_head_and_methods(srv):
     ok(head.header("Content-Length", "").isdigit() and int(head.header("Content-Length")) > 0,
        "HEAD /stats: the Content-Length of the JSON it leaves out", repr(head.headers))
     raw = b"HEAD /stats HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
-    resp, rest = split_response(*exchange(srv.port, raw))
+    resp, rest = split_response(*exchange(srv.admin_port, raw))
     is_((resp.status, rest), (200, b""), "HEAD /stats: not a byte after the head")
-    with srv.conn() as conn:
+    with srv.admin_conn() as conn:
         conn.roundtrip("HEAD", "/stats")
         ok(json.loads(conn.roundtrip("GET", "/stats").body)["requests"] > 0,
            "a GET after a HEAD on one connection reads the JSON")

@@ -16,9 +16,10 @@ from harness import (BIN, KiB, MiB, Conn, Server, help_keys, is_, like, ok, poll
 BIG = random_bytes(16 * MiB, 21)
 
 
-def settings(srv, form=None, host="127.0.0.1"):
-    """GET, or POST FORM to, /settings: (status, JSON or text)."""
-    with Conn(srv.port, host=host) as c:
+def settings(srv, form=None, host="127.0.0.1", port=None):
+    """GET, or POST FORM to, /settings on the admin door (or PORT): (status,
+    JSON or text)."""
+    with Conn(port or srv.admin_port, host=host) as c:
         if form is None:
             r = c.roundtrip("GET", "/settings")
         else:
@@ -86,12 +87,17 @@ def changes():
             "values are form-decoded")
         settings(srv, "emulate_disk=off")
 
+        # The public listener has no /settings, from this machine or not.
+        is_(settings(srv, port=srv.port)[0], 404, "GET /settings on the public listener: 404")
+        is_(settings(srv, "partition=4k", port=srv.port)[0], 404, "its POST too")
         other = local_address()
         if other is None:
-            skip_test("a non-loopback client gets 403", "no non-loopback address here")
+            skip_test("a non-loopback client gets 404", "no non-loopback address here")
         else:
-            is_(settings(srv, host=other)[0], 403, "a client from %s (not loopback): 403" % other)
-            is_(settings(srv, "partition=4k", host=other)[0], 403, "its POST too")
+            is_(settings(srv, host=other, port=srv.port)[0], 404,
+                "a client from %s on the public listener: 404" % other)
+            is_(settings(srv, "partition=4k", host=other, port=srv.port)[0], 404,
+                "its POST too")
 
 
 FORM = "application/x-www-form-urlencoded"
@@ -99,8 +105,9 @@ ATTACK = "partition=whole&scheduler=fifo&emulate_disk=1s"
 
 
 def raw(srv, method, headers, body=None, version="HTTP/1.1"):
-    """One request with exactly these headers (no Host added): (status, body text)."""
-    with Conn(srv.port) as c:
+    """One request with exactly these headers (no Host added), on the admin
+    door: (status, body text)."""
+    with srv.admin_conn() as c:
         r = c.roundtrip(method, "/settings", headers=headers, body=body, version=version,
                         host=False)
     return r.status, r.body.decode("utf-8", "replace")
@@ -112,7 +119,7 @@ def same_origin():
     rebinding: its Host) or posting something other than the dashboard's
     form gets 403 saying which rule, and nothing changes."""
     with Server(args=["--admin", "on"]) as srv:
-        here = "127.0.0.1:%d" % srv.port
+        here = "127.0.0.1:%d" % srv.admin_port
         refused = [
             ("POST", [("Host", here), ("Origin", "http://evil.example"), ("Content-Type", FORM)],
              "Origin must be http:// and the Host", "a cross-origin form POST"),
@@ -125,9 +132,9 @@ def same_origin():
             ("POST", [("Host", "rebind.evil.example"), ("Origin", "http://rebind.evil.example"),
                       ("Content-Type", FORM)],
              "Host must be localhost, 127.x.y.z or [::1]", "a POST under a foreign Host"),
-            ("POST", [("Host", "127.0.0.1.evil.example:%d" % srv.port), ("Content-Type", FORM)],
+            ("POST", [("Host", "127.0.0.1.evil.example:%d" % srv.admin_port), ("Content-Type", FORM)],
              "Host must be", "a POST under 127.0.0.1.evil.example"),
-            ("GET", [("Host", "rebind.evil.example:%d" % srv.port)],
+            ("GET", [("Host", "rebind.evil.example:%d" % srv.admin_port)],
              "Host must be", "a GET under a foreign Host (a rebound page reading /settings)"),
             ("GET", [("Host", "localhost.")], "Host must be", "a GET under localhost."),
             ("GET", [], "Host must be", "an HTTP/1.0 GET without Host"),
@@ -168,7 +175,7 @@ def same_origin():
         is_(srv.stats()["settings_changed_ms"], {}, "/stats agrees: no setting changed")
 
         # A refused POST's body is read and dropped: the connection serves on.
-        with Conn(srv.port) as c:
+        with srv.admin_conn() as c:
             r = c.roundtrip("POST", "/settings", body=ATTACK.encode(),
                             headers={"Origin": "http://evil.example", "Content-Type": FORM})
             is_(r.status, 403, "keep-alive: a refused POST")
@@ -177,8 +184,8 @@ def same_origin():
                 "then a GET on the same connection: 200, unchanged")
 
         # The dashboard's own requests, from each name it may be loaded under.
-        for name in ("127.0.0.1:%d" % srv.port, "localhost:%d" % srv.port,
-                     "[::1]:%d" % srv.port, "LOCALHOST:%d" % srv.port):
+        for name in ("127.0.0.1:%d" % srv.admin_port, "localhost:%d" % srv.admin_port,
+                     "[::1]:%d" % srv.admin_port, "LOCALHOST:%d" % srv.admin_port):
             headers = [("Host", name), ("Sec-Fetch-Site", "same-origin")]
             status, text = raw(srv, "GET", headers)
             is_(status, 200, "the dashboard's GET under Host %s: 200" % name)

@@ -201,9 +201,10 @@ def check_format(m, when):
 
 
 def test_counters(srv):
-    """Known traffic on one connection, between two scrapes on it."""
-    with srv.conn() as conn:
-        m0, r0 = scrape(conn)
+    """Known traffic on one connection, between two scrapes on one of the
+    admin door."""
+    with srv.conn() as conn, srv.admin_conn() as admin:
+        m0, r0 = scrape(admin)
         is_(r0.header("Content-Type"), CONTENT_TYPE, "Content-Type: " + CONTENT_TYPE)
         is_(r0.header("Cache-Control"), "no-store", "Cache-Control: no-store")
         check_format(m0, "at start")
@@ -223,7 +224,7 @@ def test_counters(srv):
         r = conn.roundtrip("POST", "/gzip", body=BODY)
         is_(r.status, 200, "POST /gzip of 200 KiB + 1")
         sizes.append(len(r.body))
-        m1, _ = scrape(conn)
+        m1, _ = scrape(admin)
     check_format(m1, "after the work")
 
     def delta(name, **labels):
@@ -276,8 +277,8 @@ def test_counters(srv):
     is_(started, m1.total("unclog_jobs_completed_total"),
         "scheduler_jobs_started_total (short + bulk) == jobs completed, none in flight")
     is_((m1.get("unclog_connections_active"), delta("unclog_connections_accepted_total"),
-         m1.total("unclog_connections_refused_total")), (1, 0, 0),
-        "connections: 1 active (the scraper), none accepted since, none refused")
+         m1.total("unclog_connections_refused_total")), (2, 0, 0),
+        "connections: 2 active (the work's and the scraper's), none accepted since, none refused")
 
     st = srv.stats()
     for cls in CLASSES:
@@ -309,7 +310,7 @@ def test_counters(srv):
 
 
 def test_head_and_methods(srv):
-    with srv.conn() as conn:
+    with srv.admin_conn() as conn:
         get = conn.roundtrip("GET", "/metrics")
         head = conn.roundtrip("HEAD", "/metrics")
     is_(head.status, 200, "HEAD /metrics: 200")
@@ -317,7 +318,7 @@ def test_head_and_methods(srv):
     is_(comparable_headers(head, ignore), comparable_headers(get, ignore),
         "HEAD /metrics: the headers of GET /metrics")
     raw = b"HEAD /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
-    resp, rest = split_response(*exchange(srv.port, raw))
+    resp, rest = split_response(*exchange(srv.admin_port, raw))
     ok(resp.status == 200 and int(resp.header("Content-Length", "0")) > 0 and rest == b"",
        "HEAD /metrics: a Content-Length, and not a byte after the head",
        repr(resp.headers), repr(rest[:200]))
@@ -334,9 +335,9 @@ def test_seconds():
             "--gzip-partition", "whole"]
     with Server(files={"f.bin": random_bytes(16 * KiB, 3)}, args=args,
                 name="emulate_disk server") as srv:
-        with srv.conn() as conn:
+        with srv.conn() as conn, srv.admin_conn() as admin:
             is_(conn.roundtrip("GET", "/f.bin").status, 200, "emulate_disk 50ms: GET of 4 pieces")
-            m, _ = scrape(conn)
+            m, _ = scrape(admin)
         check_format(m, "emulate_disk")
         buckets, total, count = m.hist("unclog_job_run_seconds", **{"class": "read"})
         is_(count, 4, "job_run_seconds{class=read}: 4 reads")
@@ -360,7 +361,7 @@ def test_prometheus(srv, nsamples):
     """A real Prometheus scrapes the server every second, on loopback."""
     if not Prometheus.installed("a real Prometheus scrapes /metrics"):
         return
-    with Prometheus(srv.port, "1s") as prom:
+    with Prometheus(srv.admin_port, "1s") as prom:
         def scraped():
             up = prom.query('up{job="unclog"}')
             return up and up[0]["value"][1] == "1" and up

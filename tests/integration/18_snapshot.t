@@ -280,6 +280,7 @@ def traffic(srv):
         r = conn.roundtrip("GET", "/text.txt", headers={"Accept-Encoding": "gzip"})
         is_(r.status, 200, "GET /text.txt, gzip-encoded")
         is_(conn.roundtrip("POST", "/gzip", body=BODY).status, 200, "POST /gzip of 100 KiB + 1")
+    with srv.admin_conn() as conn:
         r = conn.roundtrip("POST", "/settings", body=b"partition=64k",
                            headers={"Content-Type": "application/x-www-form-urlencoded"})
         is_(r.status, 200, "POST /settings partition=64k")
@@ -288,7 +289,7 @@ def traffic(srv):
 def quiet_pair(srv):
     """/stats then /metrics on one connection, once it is the only one open
     and no job is in flight: nothing but these two answers runs between."""
-    with srv.conn() as conn:
+    with srv.admin_conn() as conn:
         def quiet():
             r = conn.roundtrip("GET", "/stats")
             st = json.loads(r.body)

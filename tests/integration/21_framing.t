@@ -266,7 +266,8 @@ def test_settings_extensions():
                    b"".join(b"%x" % len(piece) + ext + b"\r\n" + piece + b"\r\n"
                             for piece in (form[:7], form[7:])) +
                    b"0" + ext + b"\r\n\r\n")
-            got = answers(srv.port, raw + b"GET /settings HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            got = answers(srv.admin_port,
+                          raw + b"GET /settings HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             ok(len(got) == 2 and got[0][0] == 200 and
                b'"partition":"%s"' % part.encode() in got[0][1].replace(b" ", b""),
                "POST /settings, chunk extensions: %s: the form applied" % desc, repr(got))

@@ -127,7 +127,7 @@ def test_body_max_time():
             body = b"log_level=info&" * 3
             raw = build_request("POST", target, body=body, headers=headers)
             split = raw.index(b"\r\n\r\n") + 4
-            with Conn(srv.port) as c:
+            with Conn(srv.admin_port if target == "/settings" else srv.port) as c:
                 c.send(raw[:split])  # the head at once: header_timeout is not what cuts
                 sent = 0
                 try:

@@ -33,7 +33,7 @@ def test_max_connections():
             is_((resp.status, resp.body), (200, b"hello"),
                 "after 50 refused connections, connection %d is still served" % (i + 1))
         served.pop().close()
-        got = poll(lambda: statuses(exchange(srv.port, build_request(
+        got = poll(lambda: statuses(exchange(srv.admin_port, build_request(
             "GET", "/stats", headers={"Connection": "close"}))[0]) == [200], 10)
         ok(got, "once one closes, a new connection is served")
         # The server closes a Connection: close exchange only once the client

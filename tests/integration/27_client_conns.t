@@ -55,7 +55,7 @@ def newcomer_takes_oldest(srv, hog, kind):
 def test_hog_gives_way():
     limit = 21
     with Server(files=FILES, conf=dict(PATIENT, max_connections=limit)) as srv:
-        watch = srv.conn(source=WATCH)  # asks /stats on one connection throughout
+        watch = srv.admin_conn(source=WATCH)  # asks /stats on one connection (the admin door's) throughout
         stats(watch)
         hog = [srv.conn(source=HOG) for _ in range(limit - 1)]
         got = [c.roundtrip("GET", "/x.txt").status for c in hog]
@@ -116,7 +116,7 @@ def test_late_heads():
     limit = 21
     conf = dict(PATIENT, max_connections=limit, header_timeout="10s")
     with Server(files=FILES, conf=conf) as srv:
-        watch = srv.conn(source=WATCH)
+        watch = srv.admin_conn(source=WATCH)
         stats(watch)
         hog = []
         for i in range(limit - 1):  # one at a time: the server accepts them in this order
@@ -166,7 +166,7 @@ def test_slow_give_way():
     srv = Server(files=FILES, conf=dict(SLOW_CONF, max_connections=limit))
     srv.sparse_file("big.bin", BIG)
     with srv:
-        watch = srv.conn(source=WATCH)
+        watch = srv.admin_conn(source=WATCH)
         stats(watch)
         heads = []
         for _ in range(limit - 3):
@@ -202,7 +202,7 @@ def test_lone_slow_client():
     srv.sparse_file("big.bin", BIG)
     with srv:
         body, reader = slow_pair(srv)
-        watch = srv.conn(source=WATCH)
+        watch = srv.admin_conn(source=WATCH)
         st = poll(lambda: (lambda st: st["by_class"]["slow"] == 2 and st)(stats(watch)), 30)
         ok(st, "the lone client's body and reader are slow")
         others = [srv.conn(source=HOG) for _ in range(20)]
@@ -219,12 +219,14 @@ def test_lone_slow_client():
 def test_lone_client():
     limit = 20
     with Server(files=FILES, conf=dict(PATIENT, max_connections=limit)) as srv:
-        conns = [Conn(srv.port, source=HOG) for _ in range(limit)]
-        got = [c.roundtrip("GET", "/x.txt").status for c in conns]
-        is_(got, [200] * limit, "a lone client opening max_connections (%d) is served on each"
-            % limit)
-        got = [c.roundtrip("GET", "/x.txt").status for c in conns]
-        is_(got, [200] * limit, "and again on each, kept alive")
+        # Its last one on the admin door, to ask /stats on.
+        conns = [Conn(srv.port, source=HOG) for _ in range(limit - 1)]
+        conns.append(srv.admin_conn(source=HOG))
+        got = [c.roundtrip("GET", "/x.txt").status for c in conns[:-1]] + [stats(conns[-1])]
+        is_(got[:-1], [200] * (limit - 1), "a lone client opening max_connections (%d) is "
+            "served on each" % limit)
+        got = [c.roundtrip("GET", "/x.txt").status for c in conns[:-1]] + [stats(conns[-1])]
+        is_(got[:-1], [200] * (limit - 1), "and again on each, kept alive")
         st = stats(conns[-1])
         is_((st["active"], st["refused"], st["evicted"], top(st, HOG)["connections"]),
             (limit, 0, 0, limit), "/stats: all %d its own, none refused nor evicted" % limit)
@@ -252,6 +254,7 @@ def test_out_of_fds():
         with Conn(srv.port, source=NEWCOMER) as c:
             resp = c.roundtrip("GET", "/x.txt")
             is_((resp.status, resp.body), (200, b"hello"), "a newcomer is served too")
+        with Conn(srv.admin_port, source=NEWCOMER) as c:
             st = stats(c)
         fds = st["evicted_by_reason"]["fds"]
         ok(fds >= lost + 1 and st["evicted_by_reason"]["max_connections"] == 0 and

@@ -29,7 +29,7 @@ def rows_of(st):
 
 
 def stats_from(srv, source):
-    with srv.conn(source=source) as c:
+    with srv.admin_conn(source=source) as c:
         resp = c.roundtrip("GET", "/stats")
     assert resp.status == 200, resp
     return json.loads(resp.body)

@@ -511,7 +511,8 @@ def dashboard_admin_off(chromium):
     /stats, /stats/history and /settings."""
     with Server(name="server of an empty directory") as srv:
         status, dom, err = dump_dom(
-            chromium, "http://127.0.0.1:%d%s?set=partition=64k" % (srv.port, DASHBOARD), 5000)
+            chromium, "http://127.0.0.1:%d%s?set=partition=64k" % (srv.admin_port, DASHBOARD),
+            5000)
         ok(status == 0, "dashboard, admin off: chromium --dump-dom exit status 0",
            "status %d; stderr tail:\n%s" % (status, err[-2000:]))
         dashboard_live_figures(srv, dom, "built in, empty root, admin off")
@@ -539,16 +540,17 @@ def refusal(port, host):
 
 
 def dashboard_wildcard(chromium):
-    """A server on 0.0.0.0 with --admin on: its page opened at 0.0.0.0 shows
-    the server's reason for refusing the switch (the Host rule), not a
-    guess; its startup line names 127.0.0.1, where the page may switch."""
-    with Server(args=["--listen", "0.0.0.0:0", "--admin", "on"],
+    """A server whose admin door is on 0.0.0.0, with --admin on: its page
+    opened at 0.0.0.0 shows the server's reason for refusing the switch (the
+    Host rule), not a guess; its startup line names 127.0.0.1, where the
+    page may switch."""
+    with Server(args=["--listen", "0.0.0.0:0", "--admin-listen", "0.0.0.0:0", "--admin", "on"],
                 name="server on 0.0.0.0") as srv:
         url = re.search(r"dashboard (http://\S+)", srv.startup_line).group(1)
-        is_(url, "http://127.0.0.1:%d%s" % (srv.port, DASHBOARD),
+        is_(url, "http://127.0.0.1:%d%s" % (srv.admin_port, DASHBOARD),
             "the startup line's dashboard URL names 127.0.0.1")
-        wild = "0.0.0.0:%d" % srv.port
-        why = refusal(srv.port, wild)
+        wild = "0.0.0.0:%d" % srv.admin_port
+        why = refusal(srv.admin_port, wild)
         like(why, r"^403 Forbidden: /settings answers only its own page: Host must be ",
              "  naming the Host rule")
         status, dom, err = dump_dom(chromium, "http://%s%s" % (wild, DASHBOARD), 5000)
@@ -565,10 +567,13 @@ def dashboard_wildcard(chromium):
 
 
 def dashboard_file(chromium):
-    """static/dashboard.html served as a file, alone in its root, works too."""
+    """static/dashboard.html served as a file, alone in its root, works too
+    where stats_from lets its viewer read the figures on the public
+    listener (it has no /settings there: no switch)."""
     with open(os.path.join(REPO, "static", "dashboard.html"), "rb") as f:
         page = f.read()
-    with Server(files={"dashboard.html": page}, name="server of static/dashboard.html") as srv:
+    with Server(files={"dashboard.html": page}, args=["--stats-from", "127.0.0.1", "--stats-detail", "full"],
+                name="server of static/dashboard.html") as srv:
         status, dom, err = dump_dom(chromium, "http://127.0.0.1:%d/dashboard.html" % srv.port,
                                     5000)
         ok(status == 0, "dashboard.html as a file: chromium --dump-dom exit status 0",
@@ -585,7 +590,7 @@ def dashboard_live(chromium):
     args = ["--admin", "on", "--threads", "2", "--scheduler", "fifo", "--partition", "whole",
             "--file-cache", "off", "--loop-reads", "off"]
     srv = Server(files=files, args=args, name="admin server").start()
-    base = "http://127.0.0.1:%d/" % srv.port
+    base = "http://127.0.0.1:%d/" % srv.admin_port
     flood = Flood(srv.port)
     browser = None
     try:
@@ -737,7 +742,7 @@ def dashboard_live(chromium):
         # The server goes away, and comes back on the same port.
         flood.stop()
         ok(not flood.errors, "the flood saw no error", repr(flood.errors[:5]))
-        port = srv.port
+        port, admin_port = srv.port, srv.admin_port
         srv.stop()
         log = open(srv.access_log).read() if os.path.exists(srv.access_log) else ""
         ok(re.search(r'"POST /settings HTTP/1\.1" 200', log) and
@@ -747,7 +752,8 @@ def dashboard_live(chromium):
                      "server stopped: #status says down")
         polls = int(page.eval("document.body.dataset.polls"))
         srv = Server(name="restarted server",
-                     args=["--admin", "on", "--listen", "127.0.0.1:%d" % port]).start()
+                     args=["--admin", "on", "--listen", "127.0.0.1:%d" % port,
+                           "--admin-listen", "127.0.0.1:%d" % admin_port]).start()
         browser.wait('document.getElementById("status").textContent === "live" && '
                      '+document.body.dataset.polls > %d' % polls,
                      "a server on the port again: the page kept polling and is live")
@@ -813,12 +819,14 @@ def admin_other_origins(chromium):
     a second server's page (same site, and another site), the server's own
     pages under its other name, and under a name rebound to 127.0.0.1 (DNS
     rebinding). The dashboard switches them from its own origin under
-    either name, and not under the rebound one."""
+    either name, and not under the rebound one. The admin door serves no
+    file, so no page can be of its origin but its own dashboard: the
+    rebound name is tried with the dashboard."""
     pages = {"attack.html": ATTACK, "auto-form.html": AUTO_FORM}
     srv = Server(files=pages, args=["--admin", "on"],
                  name="admin server").start()
     other = Server(files=pages, name="other origin").start()
-    here = "http://127.0.0.1:%d" % srv.port
+    here = "http://127.0.0.1:%d" % srv.admin_port
     browser = None
     try:
         browser = Browser(chromium, ["--host-resolver-rules=MAP %s 127.0.0.1" % REBIND])
@@ -826,8 +834,7 @@ def admin_other_origins(chromium):
         attack_from(browser, srv, "http://127.0.0.1:%d" % other.port, here, origin_rule)
         attack_from(browser, srv, "http://localhost:%d" % other.port, here, origin_rule)
         attack_from(browser, srv, "http://localhost:%d" % srv.port, here, origin_rule)
-        rebound = "http://%s:%d" % (REBIND, srv.port)
-        attack_from(browser, srv, rebound, rebound, "Host must be localhost, 127.x.y.z or [::1]")
+        rebound = "http://%s:%d" % (REBIND, srv.admin_port)
         status, now = settings(srv)
         is_((status, now["partition"], now["scheduler"], now["emulate_disk"], now["changed_ms"]),
             (200, "auto", "fair", "off", {}), "GET /settings: nothing changed")
@@ -838,13 +845,14 @@ def admin_other_origins(chromium):
         browser.wait('document.getElementById("set-result").dataset.state === "error"',
                      "the dashboard under %s: ?set= is an error" % REBIND)
         is_(browser.cdp.eval("document.body.dataset.admin"), "off", "  the page shows no switch")
-        is_(browser.text("admin-note"), NOTE + refusal(srv.port, "%s:%d" % (REBIND, srv.port)),
+        is_(browser.text("admin-note"),
+            NOTE + refusal(srv.admin_port, "%s:%d" % (REBIND, srv.admin_port)),
             "  and the server's reason (the Host rule) in its note")
         is_(settings(srv)[1]["partition"], "auto", "  and nothing changed")
 
         # The dashboard on the server's own origin, under either name.
         for origin, pair in ((here, "partition=64k"),
-                             ("http://localhost:%d" % srv.port, "scheduler=fifo")):
+                             ("http://localhost:%d" % srv.admin_port, "scheduler=fifo")):
             browser.goto("%s/.unclog/dashboard?set=%s" % (origin, pair))
             browser.wait('document.getElementById("set-result").dataset.state === "ok"',
                          "the dashboard at %s switched %s" % (origin, pair))

@@ -21,9 +21,12 @@ with open(os.path.join(REPO, "static", "dashboard.html"), "rb") as f:
 
 def empty_root():
     with Server(name="server of an empty directory") as srv:
-        like(srv.startup_line, r"listening on http://127\.0\.0\.1:%d/ .*, dashboard "
-             r"http://127\.0\.0\.1:%d/\.unclog/dashboard$" % (srv.port, srv.port),
-             "the startup line names the dashboard's URL")
+        like(srv.startup_line, r"listening on http://127\.0\.0\.1:%d/ .*, admin "
+             r"http://127\.0\.0\.1:%d/, dashboard http://127\.0\.0\.1:%d/\.unclog/dashboard$"
+             % (srv.port, srv.admin_port, srv.admin_port),
+             "the startup line names the admin door and the dashboard's URL there")
+        ok(srv.admin_port != srv.port, "the admin door is a port of its own (%s)" % srv.admin_port)
+        is_(srv.get(PATH, door="public").status, 404, "the public listener has no dashboard: 404")
         r = srv.get(PATH)
         is_((r.status, r.header("Content-Type")), (200, "text/html; charset=utf-8"),
             "GET %s from an empty root: 200, text/html" % PATH)
@@ -39,7 +42,8 @@ def empty_root():
         is_(srv.get("/dashboard.html").status, 404, "/dashboard.html is not claimed: 404 here")
         answered = srv.stats()["responses"][PATH]
         is_((answered["2xx"], answered["4xx"]), (3, 1),
-            "/stats counts the dashboard's route: 3 pages, 1 refusal")
+            "/stats counts the dashboard's route: 3 pages, 1 refusal (the public 404 is "
+            "unrouted)")
 
 
 def ipv6_loopback():
@@ -60,23 +64,25 @@ def settings_status(port, host):
 
 
 def wildcard():
-    """A wildcard listener prints a loopback dashboard URL: under its own
-    address the page's switch would be refused by the Host rule."""
+    """A wildcard admin listener prints a loopback dashboard URL: under its
+    own address the page's switch would be refused by the Host rule."""
     binds = [("0.0.0.0", "127.0.0.1")]
     if ipv6_loopback():
         binds.append(("[::]", "[::1]"))
     else:
         note("no IPv6 on loopback: [::] not tried")
     for bind, loopback in binds:
-        with Server(args=["--listen", bind + ":0", "--admin", "on"],
-                    name="server on " + bind) as srv:
-            like(srv.startup_line, r"listening on http://%s:%d/ .*, dashboard http://%s:%d"
-                 r"/\.unclog/dashboard$" % (re.escape(bind), srv.port, re.escape(loopback),
-                                            srv.port),
-                 "--listen %s:0: the startup line's dashboard URL names %s" % (bind, loopback))
-            is_(settings_status(srv.port, "%s:%d" % (loopback, srv.port))[0], 200,
+        args = ["--listen", bind + ":0", "--admin-listen", bind + ":0", "--admin", "on"]
+        with Server(args=args, name="server on " + bind) as srv:
+            like(srv.startup_line, r"listening on http://%s:%d/ .*, admin http://%s:%d/, dashboard "
+                 r"http://%s:%d/\.unclog/dashboard$" % (re.escape(bind), srv.port,
+                                                        re.escape(loopback), srv.admin_port,
+                                                        re.escape(loopback), srv.admin_port),
+                 "--admin-listen %s:0: the startup line's dashboard URL names %s"
+                 % (bind, loopback))
+            is_(settings_status(srv.admin_port, "%s:%d" % (loopback, srv.admin_port))[0], 200,
                 "  GET /settings under that URL's Host: 200, the page may switch")
-            status, text = settings_status(srv.port, "%s:%d" % (bind, srv.port))
+            status, text = settings_status(srv.admin_port, "%s:%d" % (bind, srv.admin_port))
             is_(status, 403, "  under Host %s: 403" % bind)
             like(text, r"^403 Forbidden: /settings answers only its own page: Host must be ",
                  "  naming the Host rule")

@@ -22,7 +22,7 @@ FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
 def settings(srv, form=None):
     """GET, or POST FORM to, /settings on a new connection: (status, JSON)."""
-    with Conn(srv.port) as c:
+    with srv.admin_conn() as c:
         if form is None:
             r = c.roundtrip("GET", "/settings")
         else:
@@ -102,7 +102,7 @@ def replacement_adopts(srv, when):
 
 def history_of(srv):
     """(worker, its /stats/history) on one new connection."""
-    with Conn(srv.port) as c:
+    with srv.admin_conn() as c:
         worker = json.loads(c.roundtrip("GET", "/stats").body)["worker"]
         return worker, json.loads(c.roundtrip("GET", "/stats/history").body)
 

@@ -241,7 +241,7 @@ def test_prometheus(srv):
     """A real Prometheus scrapes every 200 ms while worker 2 is killed."""
     if not Prometheus.installed("a real Prometheus sees no reset across a kill"):
         return
-    with Prometheus(srv.port, "200ms") as prom:
+    with Prometheus(srv.admin_port, "200ms") as prom:
         def scrapes():
             r = prom.query('count_over_time(up{job="unclog"}[5m])')
             return int(r[0]["value"][1]) if r else 0
@@ -272,7 +272,11 @@ def test_prometheus(srv):
 
 
 def main():
-    with Server(files={"f.txt": BODY}, args=["--workers", "2", "--threads", "2"],
+    # stats_from lets a connection of the public listener ask /stats of the
+    # worker that holds it, between its GETs.
+    args = ["--workers", "2", "--threads", "2", "--stats-from", "127.0.0.1", "--stats-detail",
+            "full"]
+    with Server(files={"f.txt": BODY}, args=args,
                 name="two-worker server") as srv:
         ok(poll(lambda: srv.stats().get("workers") == 2), "/stats says workers = 2")
         test_adds_up(srv, 60)

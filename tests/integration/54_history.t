@@ -161,7 +161,7 @@ def page(chromium, srv, h, changes):
     """The dashboard opened after the traffic shows the server's history."""
     busy = [r for r in rows(h) if r[1] > 0]
     opened = srv.stats()["uptime_ms"]
-    status, dom, err = dump_dom(chromium, "http://127.0.0.1:%d/.unclog/dashboard" % srv.port)
+    status, dom, err = dump_dom(chromium, "http://127.0.0.1:%d/.unclog/dashboard" % srv.admin_port)
     ok(status == 0, "chromium --dump-dom: exit status 0", err[-2000:])
     c = chart(dom)
     note("the chart: %r, opened at %d ms" % (c, opened))

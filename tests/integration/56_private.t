@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-# The server's figures are private by default. /stats, /stats/history,
-# /metrics and the dashboard answer loopback clients, and the clients under
-# stats_from; anyone else gets 403 naming that key. A client let in by
+# The server's figures are private by default. /stats, /stats/history and
+# /metrics answer on the admin door (admin_listen), and on the public
+# listener only the clients under stats_from (off by default: loopback ones
+# neither); anyone else gets 403 naming that key. The dashboard answers on
+# the admin door only (404 on the public listener). A client let in by
 # stats_from sees no other client's address and no pid unless
-# stats_detail = full; loopback clients see everything. The server listens
+# stats_detail = full; the admin door shows everything. The server listens
 # on 0.0.0.0 and a client bound to this machine's 192.0.2.2 is a
 # non-loopback peer. /settings refuses a request a proxy carried (Forwarded,
 # X-Forwarded-For, X-Real-IP, Via) and judges an absolute-form target by its
@@ -15,7 +17,8 @@ from harness import Conn, Prometheus, Server, is_, like, ok, poll, run, run_with
 
 OUTSIDE = "192.0.2.2"  # this machine's non-loopback address
 VISITOR = "127.0.0.3"  # another client, whose address must not leak
-PAGES = ("/stats", "/stats/history", "/metrics", "/.unclog/dashboard")
+FIGURES = ("/stats", "/stats/history", "/metrics")
+DASHBOARD = "/.unclog/dashboard"
 
 
 def outside_available():
@@ -27,10 +30,12 @@ def outside_available():
         return False
 
 
-def get(srv, target, source=None, method="GET"):
+def get(srv, target, source=None, method="GET", admin=False):
     """One request from SOURCE (an address of this machine; None: 127.0.0.1)
-    to the address it reaches the server on: (status, body text)."""
-    with Conn(srv.port, host=source or "127.0.0.1", source=source) as c:
+    to the address it reaches the server's public listener on (or, ADMIN,
+    to its admin door on 127.0.0.1): (status, body text)."""
+    port, host = (srv.admin_port, "127.0.0.1") if admin else (srv.port, source or "127.0.0.1")
+    with Conn(port, host=host, source=source) as c:
         r = c.roundtrip(method, target)
     return r.status, r.body.decode("utf-8", "replace")
 
@@ -45,12 +50,16 @@ def keys_in(value):
 
 def refused_by_default():
     with Server(args=["--listen", "0.0.0.0:0"]) as srv:
-        for page in PAGES:
+        for page in FIGURES:
             status, body = get(srv, page, OUTSIDE)
             is_(status, 403, "default: GET %s from %s is 403" % (page, OUTSIDE))
             like(body, r"stats_from", "  and the body names the key that lets it in")
-            is_(get(srv, page)[0], 200, "  from 127.0.0.1: 200")
+            is_(get(srv, page)[0], 403, "  from 127.0.0.1 on the public listener: 403 too")
+            is_(get(srv, page, admin=True)[0], 200, "  on the admin door: 200")
         is_(get(srv, "/stats", OUTSIDE, "HEAD")[0], 403, "HEAD /stats from outside: 403")
+        is_((get(srv, DASHBOARD, OUTSIDE)[0], get(srv, DASHBOARD)[0]), (404, 404),
+            "the dashboard on the public listener, from outside or loopback: 404")
+        is_(get(srv, DASHBOARD, admin=True)[0], 200, "  on the admin door: 200")
     with Server(args=["--listen", "0.0.0.0:0", "--stats-from", "192.0.3.0/24,10.0.0.1"]) as srv:
         is_(get(srv, "/metrics", OUTSIDE)[0], 403,
             "stats_from = 192.0.3.0/24,10.0.0.1 does not let %s in" % OUTSIDE)
@@ -59,7 +68,7 @@ def refused_by_default():
 def visitor_seen(srv):
     """/stats from loopback, once both workers run and its top clients list
     the visitor."""
-    st = json.loads(get(srv, "/stats")[1])
+    st = json.loads(get(srv, "/stats", admin=True)[1])
     rows = st["connections"]["top_clients"].values()
     up = all(w["up"] for w in st["by_worker"].values())
     return up and VISITOR in [r.get("client") for r in rows] and st
@@ -76,13 +85,16 @@ def let_in(detail):
         with Conn(srv.port, source=VISITOR) as visitor:
             is_(visitor.roundtrip("GET", "/x.txt").status, 200, "a visitor from %s" % VISITOR)
             mine = poll(lambda: visitor_seen(srv))
-            ok(mine, "loopback /stats names the visitor %s in top_clients, both workers up"
-               % VISITOR)
+            ok(mine, "the admin door's /stats names the visitor %s in top_clients, both workers "
+               "up" % VISITOR)
             if not mine:
                 return
             pids = [w["pid"] for w in mine["by_worker"].values()]
-            ok("pid" in mine and all(pids), "loopback /stats has the pid and each worker's")
-            for page in PAGES:
+            ok("pid" in mine and all(pids), "the admin door's /stats has the pid and each "
+               "worker's")
+            is_(get(srv, DASHBOARD, OUTSIDE)[0], 404,
+                "%s: the dashboard is not among them: 404 from %s" % (what, OUTSIDE))
+            for page in FIGURES:
                 status, body = get(srv, page, OUTSIDE)
                 is_(status, 200, "%s: GET %s from %s (under 192.0.2.0/24)" % (what, page, OUTSIDE))
                 if page == "/stats":
@@ -136,12 +148,12 @@ PROXY_HEADERS = (("Forwarded", "for=203.0.113.9"), ("X-Forwarded-For", "203.0.11
 
 
 def settings(srv, method, target="/settings", headers=(), body=None):
-    """One request to /settings from 127.0.0.1, with Host 127.0.0.1:PORT and
-    HEADERS: (status, body text)."""
-    headers = [("Host", "127.0.0.1:%d" % srv.port)] + list(headers)
+    """One request to /settings on the admin door, from 127.0.0.1, with Host
+    127.0.0.1:PORT and HEADERS: (status, body text)."""
+    headers = [("Host", "127.0.0.1:%d" % srv.admin_port)] + list(headers)
     if body is not None:
         headers.append(("Content-Type", FORM))
-    with Conn(srv.port) as c:
+    with Conn(srv.admin_port) as c:
         r = c.roundtrip(method, target, headers=headers, body=body, host=False)
     return r.status, r.body.decode("utf-8", "replace")
 
@@ -155,8 +167,8 @@ def proxied_settings():
                 is_(status, 403, "%s /settings carrying %s: 403" % (method, name))
                 like(text, r"a proxied request .* is refused", "  saying why")
         is_(srv.stats()["settings"]["partition"], "auto", "no proxied POST changed anything")
-        here = "127.0.0.1:%d" % srv.port
-        for authority in ("example.com", "example.com:%d" % srv.port, OUTSIDE):
+        here = "127.0.0.1:%d" % srv.admin_port
+        for authority in ("example.com", "example.com:%d" % srv.admin_port, OUTSIDE):
             status, text = settings(srv, "GET", "http://%s/settings" % authority)
             is_(status, 403, "GET http://%s/settings under Host %s: 403" % (authority, here))
             like(text, r"an absolute-form target must name localhost", "  saying why")

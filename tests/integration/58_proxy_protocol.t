@@ -51,10 +51,10 @@ def free_port():
 
 
 def proxy_stats(srv):
-    """/stats' connection figures, asked directly by a loopback peer not
-    under proxy_protocol_from (a LOCAL header names no client: it has no
-    right to them, 60_proxy_relayed.t)."""
-    with Conn(srv.port, source=STRANGER) as c:
+    """/stats' connection figures, asked on the admin door (a LOCAL header
+    names no client: it has no right to them on the public listener,
+    60_proxy_relayed.t)."""
+    with Conn(srv.admin_port, source=STRANGER) as c:
         resp = c.roundtrip("GET", "/stats")
         return json.loads(resp.body)["connections"]
 
@@ -181,7 +181,8 @@ def access_clients(srv, target):
 
 
 def test_real_client(haproxy):
-    conf = {"proxy_protocol_from": BALANCER}
+    # The client the header names is who stats_from judges.
+    conf = {"proxy_protocol_from": BALANCER, "stats_from": CLIENT, "stats_detail": "full"}
     with Server(files=FILES, conf=conf, name="web1") as web1, \
             Server(files=FILES, conf=conf, name="web2") as web2:
         lb = Balancer(haproxy, web1.tmp, [web1.port, web2.port])
@@ -191,7 +192,7 @@ def test_real_client(haproxy):
                 for _ in range(3):
                     is_(c.roundtrip("GET", "/x.txt").status, 200, "a request from %s" % CLIENT)
                 resp = c.roundtrip("GET", "/stats")
-                is_(resp.status, 200, "/stats answers %s through the balancer: a loopback client"
+                is_(resp.status, 200, "/stats answers %s through the balancer: under stats_from"
                     % CLIENT)
                 st = json.loads(resp.body)["connections"]
                 clients = [row["client"] for row in st["top_clients"].values()]
@@ -270,7 +271,7 @@ class NginxStream(Balancer):
 
 
 def test_nginx_stream(nginx):
-    conf = {"proxy_protocol_from": BALANCER}
+    conf = {"proxy_protocol_from": BALANCER, "stats_from": OTHER, "stats_detail": "full"}
     with Server(files=FILES, conf=conf) as srv:
         lb = NginxStream(nginx, srv.tmp, srv.port)
         try:

@@ -100,8 +100,8 @@ def rights(srv, header, source=BALANCER, host="127.0.0.1", post=b"scheduler=fifo
 
 
 def figures(srv):
-    """/stats asked directly by a loopback peer not under proxy_protocol_from."""
-    with Conn(srv.port, source=STRANGER) as c:
+    """/stats asked on the admin door."""
+    with Conn(srv.admin_port, source=STRANGER) as c:
         resp = c.roundtrip("GET", "/stats")
         return json.loads(resp.body)
 
@@ -110,11 +110,12 @@ def unlisted(srv):
     return figures(srv)["connections"]["proxy_protocol"]["refused"]["unlisted"]
 
 
-REFUSED = {"file": 200, "stats": 403, "metrics": 403, "settings": 403, "change": 403}
+# The public listener has no /settings (404), and figures only for stats_from.
+REFUSED = {"file": 200, "stats": 403, "metrics": 403, "settings": 404, "change": 404}
 
 
 def test_unnamed_rights():
-    conf = {"proxy_protocol_from": BALANCER, "header_timeout": "60s"}
+    conf = {"proxy_protocol_from": BALANCER, "stats_from": CLIENT, "header_timeout": "60s"}
     with Server(files=FILES, conf=conf, args=["--admin", "on"]) as srv:
         local = figures(srv)["connections"]["proxy_protocol"]["local"]
         for what, header in UNNAMED:
@@ -125,8 +126,10 @@ def test_unnamed_rights():
         is_(st["connections"]["proxy_protocol"]["local"] - local, len(UNNAMED) * len(REFUSED),
             "each counted as the balancer's own connection (local)")
         is_(rights(srv, v1(CLIENT), post=b"scheduler=fair"),
-            {"file": 200, "stats": 200, "metrics": 200, "settings": 200, "change": 200},
-            "a header naming a loopback client: its rights are the client's")
+            {"file": 200, "stats": 200, "metrics": 200, "settings": 404, "change": 404},
+            "a header naming a client under stats_from: its rights are the client's")
+        is_(rights(srv, v1(STRANGER)), REFUSED,
+            "a header naming another loopback client: none (loopback has no rights there)")
         is_(rights(srv, v2("192.0.2.7")), REFUSED,
             "a header naming a remote client: none")
 
@@ -236,7 +239,7 @@ class Balancer:
 
 
 def test_haproxy(haproxy):
-    conf = {"proxy_protocol_from": BALANCER}
+    conf = {"proxy_protocol_from": BALANCER, "stats_from": CLIENT}
     with Server(files=FILES, conf=conf, args=["--admin", "on"]) as srv:
         lb = Balancer(haproxy, srv.tmp, srv.port)
         try:
@@ -262,7 +265,7 @@ def test_haproxy(haproxy):
             is_(unlisted(srv), before, "refused.unlisted not bumped by them")
             with Conn(lb.port, source=CLIENT) as c:
                 is_(c.roundtrip("GET", "/stats").status, 200,
-                    "a loopback client through haproxy's TCP frontend keeps its rights")
+                    "a client under stats_from through haproxy's TCP frontend keeps its rights")
         finally:
             ok(lb.stop(), "haproxy stops cleanly")
 

@@ -247,9 +247,10 @@ class Load:
 
 
 def stats_inside(ns):
-    """/stats of the backend in NS, asked on its own loopback."""
+    """/stats of the backend in NS, asked on its admin door (admin_listen =
+    auto: its own loopback, port PORT + 1)."""
     def ask():
-        with Conn(PORT, host="127.0.0.1") as c:
+        with Conn(PORT + 1, host="127.0.0.1") as c:
             resp = c.roundtrip("GET", "/stats")
             if resp.status != 200:
                 raise RuntimeError("/stats answered %d" % resp.status)

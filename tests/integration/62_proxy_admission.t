@@ -25,8 +25,11 @@ BALANCER = "127.0.0.1"  # the peer listed in proxy_protocol_from (and HAProxy's)
 A, B, NEWCOMER = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 BIG = 8 * 1024 * 1024
 FILES = {"x.txt": b"hello"}
+# stats_from: /stats is read on the connections under test, on the public
+# listener (a new one, on the admin door too, would take a slot at the limit).
 CONF = {"proxy_protocol_from": BALANCER, "header_timeout": "60s", "keepalive_timeout": "60s",
-        "send_timeout": "60s", "send_buffer": "8k", "send_lowat": "8k"}
+        "send_timeout": "60s", "send_buffer": "8k", "send_lowat": "8k",
+        "stats_from": "127.0.0.0/8", "stats_detail": "full"}
 V2_SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
 

@@ -11,9 +11,13 @@ Four parts:
   - Processes and waiting: run_bin(), poll() (a hang guard, never a timing
     check), in_parallel(), figures from /proc, test data.
   - Server: temp dir with docroot, config file and logs; start on port 0,
-    read the port from the startup line; stop() or, after a signal sent by
-    the test, wait_exit(), each reporting the exit status and sanitizer
-    output as TAP results.
+    read the port and the admin door's (admin_listen = auto: ephemeral too)
+    from the startup line; stop() or, after a signal sent by the test,
+    wait_exit(), each reporting the exit status and sanitizer output as TAP
+    results. Server.request(), get(), head() and stats() send the admin
+    paths (ADMIN_PATHS: /stats, /settings, ...) to the admin door and the
+    rest to the public listener (door= overrides); admin_conn() is a Conn
+    on the admin door, conn() one on the public listener.
   - HTTP: Conn, a client on a raw socket that can pipeline, send malformed
     bytes and read responses framed by Content-Length, chunked encoding or
     the close; exchange() for raw bytes in and everything until the close
@@ -471,6 +475,9 @@ class Server:
     or UNCLOG_KEEP_TMP is set.
     """
 
+    # The admin door's paths (handlers/observe/): where request() sends them.
+    ADMIN_PATHS = ("/stats", "/stats/history", "/metrics", "/settings", "/.unclog/dashboard")
+
     def __init__(self, files=None, conf=None, conf_text=None, args=(), root=None,
                  defaults=True, name="server", wrapper=(), stdout_pipe=False):
         self.name = name
@@ -487,6 +494,8 @@ class Server:
         self.stdout_pipe = stdout_pipe
         self.proc = None
         self.port = None
+        self.admin_port = None  # admin_listen's TCP port, from the startup line
+        self.admin_unix = None  # or its unix socket's path
         self.pid = None
         self.startup_line = None
         self.stopped_clean = False
@@ -553,6 +562,10 @@ class Server:
                 self.port = int(m.group(1))
                 self.startup_line = next(l for l in self.stderr().splitlines()
                                          if m.group(0) in l)
+                a = re.search(r", admin http://[^ ]*:(\d+)/", self.startup_line)
+                self.admin_port = int(a.group(1)) if a else None
+                a = re.search(r", admin unix:(\S+)", self.startup_line)
+                self.admin_unix = a.group(1) if a else None
                 return self
             if self.proc.poll() is not None:
                 _live_servers.remove(self)
@@ -640,11 +653,30 @@ class Server:
     # request shortcuts
 
     def conn(self, **kw):
+        """A connection to the public listener."""
         return Conn(self.port, **kw)
 
-    def request(self, method, target, **kw):
-        """One request on a new connection (see request())."""
-        return request(self.port, method, target, **kw)
+    def admin_conn(self, **kw):
+        """A connection to the admin door (admin_listen)."""
+        if self.admin_port is None:
+            raise RuntimeError("%s has no admin TCP port (admin_listen off or unix)" % self.name)
+        return Conn(self.admin_port, **kw)
+
+    def is_admin_target(self, target):
+        """Whether TARGET's path (origin or absolute form) is an admin path."""
+        path = re.sub(r"^[a-z]+://[^/]*", "", target)
+        return re.split(r"[?#]", path, 1)[0] in self.ADMIN_PATHS
+
+    def request(self, method, target, door=None, **kw):
+        """One request on a new connection (see request()): on the admin
+        door for an admin path, else on the public listener; DOOR ("admin",
+        "public") chooses."""
+        if door is None:
+            door = "admin" if self.is_admin_target(target) else "public"
+        port = self.port if door == "public" else self.admin_port
+        if port is None:
+            raise RuntimeError("%s has no admin TCP port (admin_listen off or unix)" % self.name)
+        return request(port, method, target, **kw)
 
     def get(self, target, **kw):
         return self.request("GET", target, **kw)

@@ -60,7 +60,7 @@ static const struct route stream_route = {.methods = ~0ull,
                                           .on_body = stream_body,
                                           .on_body_end = stream_end};
 
-static const struct route *find_route(const struct server *owner, const char *target)
+static const struct route *find_route(const struct server *owner, const char *target, bool admin)
 {
     return strcmp(target, "/s") == 0 ? &stream_route : &route;
 }
