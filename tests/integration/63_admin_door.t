@@ -229,11 +229,20 @@ def test_auto_and_off():
             continue
     with Server(args=["--listen", "127.0.0.1:%d" % port], defaults=True, name="auto") as srv:
         is_((srv.port, srv.admin_port), (port, port + 1), "admin_listen auto: listen's port + 1")
-    # ... or a free port when that one is taken.
-    with socket.socket() as taken:
+    # ... or a free port when that one is taken: a port held here whose one
+    # below is free.
+    for _ in range(20):
+        taken = socket.socket()
         taken.bind(("127.0.0.1", 0))
-        taken.listen(1)
         busy = taken.getsockname()[1]
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", busy - 1))
+            break
+        except OSError:
+            taken.close()
+    with taken:
+        taken.listen(1)
         with Server(args=["--listen", "127.0.0.1:%d" % (busy - 1)], name="auto, taken") as srv:
             ok(srv.admin_port not in (None, busy, srv.port),
                "its + 1 taken: a free port, which the startup line names (%s)" % srv.admin_port)
