@@ -30,7 +30,8 @@ static int pair_client = -1;
 static char pair_out[64 * 1024]; /* what the server sent, NUL-terminated */
 static size_t pair_out_len;
 
-static const struct route *pair_find_route(const struct server *owner, const char *target)
+static const struct route *pair_find_route(const struct server *owner, const char *target,
+                                           bool admin)
 {
     return pair_the_route;
 }
