@@ -176,6 +176,9 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->gateway.ran = server_on_job_ran;
     srv->gateway.ran_arg = srv;
     budget_init(&srv->budget, cfg->max_buffer_memory);
+    /* One ledger: the top-clients table's memory is what the budget holds. */
+    srv->budget.told = server_on_held;
+    srv->budget.told_arg = srv;
     /* As many idle zlib states as the pool has threads to deflate at once. */
     zstates_init(&srv->zstates, &srv->budget, cfg->threads);
     pass_init(&srv->pass, loop);
@@ -186,9 +189,9 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                                       .zstates = &srv->zstates,
                                       .bytes_sent = &srv->bytes_sent,
                                       .sent = server_on_sent,
-                                      .held = server_on_held,
                                       .sent_arg = srv,
-                                      .sender = &srv->sender};
+                                      .sender = &srv->sender,
+                                      .stalled = &srv->stalled};
     server__apply_to_pumps(srv);
     srv->conn_env = (struct conn_env){.loop = loop,
                                       .owner = srv,

@@ -76,6 +76,7 @@ struct server {
     struct zstates zstates;                 /* zlib's states between streams */
     struct pump_env pump_env;               /* what every response's pump shares */
     struct pass pass;                       /* the loop's passes: its check, idle, prepare */
+    struct pump_stalled stalled;            /* responses that give way under pressure */
     struct pump_sender sender;              /* the loop's writes, shared by client */
     struct conn_turns turns;                /* the loop's time, shared by client */
     struct conn_env conn_env;               /* what every connection reads; owns their list */

@@ -33,15 +33,28 @@ static struct budget_waiter *waiter_of(struct fairq_node *node)
 /* Whether bucket I may take BYTES more: always while no other client
  * waits, or while it holds nothing; else within its share, the budget over
  * the clients holding or waiting (I among them). */
+static size_t share_of(const struct budget *b)
+{
+    size_t clients = 0;
+    for (size_t j = 0; j < BUDGET_BUCKETS; j++)
+        clients += b->bucket_held[j] > 0 || b->bucket_waiting[j] > 0;
+    return b->max / (clients ? clients : 1);
+}
+
 static bool fair(const struct budget *b, uint32_t i, size_t bytes)
 {
     if (b->waiting == b->bucket_waiting[i] || b->bucket_held[i] == 0)
         return true;
-    size_t clients = 0;
-    for (size_t j = 0; j < BUDGET_BUCKETS; j++)
-        clients += b->bucket_held[j] > 0 || b->bucket_waiting[j] > 0;
-    size_t share = b->max / clients;
+    size_t share = share_of(b);
     return b->bucket_held[i] <= share && bytes <= share - b->bucket_held[i];
+}
+
+bool budget_gives_way(const struct budget *b, uint64_t client)
+{
+    uint32_t i = bucket_of(client);
+    if (b->waiting == b->bucket_waiting[i])
+        return false;
+    return b->bucket_held[i] > share_of(b);
 }
 
 /* Whether BYTES fit now, beside what is held and kept: within the budget,
@@ -62,6 +75,8 @@ static void reclaim(struct budget *b)
 
 static void hold(struct budget *b, uint64_t client, size_t bytes)
 {
+    if (b->told != NULL)
+        b->told(b->told_arg, client, bytes, true);
     b->bucket_held[bucket_of(client)] += bytes;
     b->held += bytes;
     if (b->held > b->peak)
@@ -179,6 +194,8 @@ void budget_unkeep(struct budget *b, size_t bytes)
 
 void budget_give(struct budget *b, uint64_t client, size_t bytes)
 {
+    if (b->told != NULL)
+        b->told(b->told_arg, client, bytes, false);
     b->bucket_held[bucket_of(client)] -= bytes;
     b->held -= bytes;
     grant(b);
@@ -234,6 +251,23 @@ static const struct snap_def budget_waited = {
     .unit = SNAP_MS,
     .help = "Time responses spent waiting for buffer memory."};
 
+static const struct snap_def budget_given = {
+    .key = "given_back",
+    .metric = "unclog_buffer_memory_given_back_total",
+    .kind = SNAP_COUNTER,
+    .help = "Filled response slots given back to the budget before they were sent, while another "
+            "client waited: their file bytes are read again when their client catches up."};
+static const struct snap_def budget_given_bytes = {
+    .key = "given_back_bytes",
+    .metric = "unclog_buffer_memory_given_back_bytes_total",
+    .kind = SNAP_COUNTER,
+    .help = "Bytes of the budget given back so."};
+static const struct snap_def budget_reread = {
+    .key = "reread_bytes",
+    .metric = "unclog_buffer_memory_reread_bytes_total",
+    .kind = SNAP_COUNTER,
+    .help = "File bytes read again after their slot was given back."};
+
 void budget_stats(const struct budget *b, struct snapshot *s)
 {
     snap_open(s, "memory", NULL);
@@ -244,5 +278,8 @@ void budget_stats(const struct budget *b, struct snapshot *s)
     snap_add(s, &budget_waiting, b->waiting);
     snap_add(s, &budget_waits, b->waits);
     snap_add(s, &budget_waited, b->waited_ms);
+    snap_add(s, &budget_given, b->given_back);
+    snap_add(s, &budget_given_bytes, b->given_back_bytes);
+    snap_add(s, &budget_reread, b->reread_bytes);
     snap_close(s);
 }

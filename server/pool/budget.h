@@ -71,6 +71,14 @@ struct budget {
      * ever kept. */
     size_t (*reclaim)(void *arg);
     void *reclaim_arg;
+    /* The one ledger of memory by client: told of every take and give, by
+     * whichever function made it (budget_take, budget_try, budget_give,
+     * a grant). NULL: nobody. */
+    void (*told)(void *arg, uint64_t client, size_t bytes, bool taken);
+    void *told_arg;
+    /* Given back under pressure (server/pool/pump.c's give_way): the
+     * slots, their bytes, and the file bytes read again since. */
+    uint64_t given_back, given_back_bytes, reread_bytes;
 };
 
 void budget_init(struct budget *b, size_t max);
@@ -91,6 +99,12 @@ bool budget_try(struct budget *b, uint64_t client, size_t bytes);
 /* Gives BYTES that CLIENT held back, then grants the waiters that now
  * fit. */
 void budget_give(struct budget *b, uint64_t client, size_t bytes);
+
+/* Whether a response of CLIENT should give way: another client waits,
+ * and CLIENT's bucket holds beyond its fair share (the budget over the
+ * clients holding or waiting). False while nobody else waits: the budget
+ * is work-conserving. */
+bool budget_gives_way(const struct budget *b, uint64_t client);
 
 /* Takes a queued W out of its queue; nothing was taken for it. */
 void budget_cancel(struct budget *b, struct budget_waiter *w);

@@ -44,42 +44,161 @@ bool pump_unsent(const struct pump *pump)
 
 bool pump_busy(const struct pump *pump)
 {
-    return pump->filling >= 0 || pump->slots[0].busy || pump->slots[1].busy || pump->waiting;
+    return pump->filling >= 0 || pump->slots[0].busy || pump->slots[1].busy || pump->waiting ||
+           pump->wire_busy;
 }
 
-void pump_free(struct pump *pump)
+/* Frees the slots' buffers, keeping their size for the next fills. */
+static void free_slots(struct pump *pump)
 {
     for (int i = 0; i < 2; i++) {
         free(pump->slots[i].buf);
         pump->slots[i].buf = NULL;
     }
+}
+
+void pump_free(struct pump *pump)
+{
+    free_slots(pump);
     pump->alloc = 0;
 }
 
-/* The response takes BYTES the budget has granted it: told to the env. */
+/* The response takes BYTES the budget has granted it. */
 static void took(struct pump *pump, size_t bytes)
 {
     pump->held += bytes;
-    if (pump->env->held != NULL)
-        pump->env->held(pump->env->sent_arg, pump->flow, bytes, true);
 }
 
 /* The response gives BYTES back to the budget, which may start others. */
 static void give(struct pump *pump, size_t bytes)
 {
     pump->held -= bytes;
-    if (pump->env->held != NULL)
-        pump->env->held(pump->env->sent_arg, pump->flow, bytes, false);
     budget_give(pump->env->budget, pump->flow, bytes);
 }
+
+/* ---- memory that gives way ------------------------------------------------ */
+
+static void stall_add(struct pump *pump)
+{
+    struct pump_stalled *list = pump->env->stalled;
+    if (list == NULL || pump->stall_listed)
+        return;
+    pump->stall_prev = NULL;
+    pump->stall_next = list->first;
+    if (list->first != NULL)
+        list->first->stall_prev = pump;
+    list->first = pump;
+    list->count++;
+    pump->stall_listed = true;
+}
+
+static void stall_remove(struct pump *pump)
+{
+    struct pump_stalled *list = pump->env->stalled;
+    if (!pump->stall_listed)
+        return;
+    if (pump->stall_prev != NULL)
+        pump->stall_prev->stall_next = pump->stall_next;
+    else
+        list->first = pump->stall_next;
+    if (pump->stall_next != NULL)
+        pump->stall_next->stall_prev = pump->stall_prev;
+    pump->stall_prev = pump->stall_next = NULL;
+    list->count--;
+    pump->stall_listed = false;
+}
+
+/* Whether SLOT's buffer holds B (its rest may point into it). */
+static bool in_slot(const struct pump_slot *slot, const uv_buf_t *b)
+{
+    return slot->buf != NULL && b->base >= slot->buf && b->base <= slot->buf + slot->len;
+}
+
+/* The body bytes of the slot being handed out that are still in it, or
+ * SIZE_MAX when what is left is not body alone (a head, a chunk's frame). */
+static size_t out_rest(const struct pump *pump)
+{
+    const struct pump_slot *slot = pump->out;
+    if (slot == NULL || slot->at == slot->nbufs)
+        return 0;
+    if (slot->nbufs - slot->at > 1 || !in_slot(slot, &slot->bufs[slot->at]))
+        return SIZE_MAX;
+    return slot->bufs[slot->at].len;
+}
+
+/* Whether PUMP may give its slots back now: its socket takes no more (a
+ * wire write waits), its slots hold memory of its own, its source can make
+ * their bytes again (it rewinds, and has not ended: a file source closes its
+ * file after the last piece), and nothing fills a slot. */
+static bool can_give_way(const struct pump *pump)
+{
+    const struct pump_source *src = pump->src;
+    return src != NULL && pump->wire_busy && pump->slot_held && !pump->eof && !pump->failed &&
+           !pump->stopping && src->ops->rewind != NULL && pump->filling < 0 &&
+           pump->gathering == NULL && pump->head == NULL && out_rest(pump) != SIZE_MAX &&
+           pump->held > src->held;
+}
+
+/* PUMP gives back every slot it filled and has not sent (the bytes in the
+ * wire write go on): its source rewinds over them, and the next fill
+ * reserves a slot again and reads them anew. */
+static void give_way(struct pump *pump)
+{
+    struct budget *b = pump->env->budget;
+    size_t unsent = out_rest(pump);
+    struct pump_slot *slots[2] = {pump->out, pump->queued};
+    for (int i = 0; i < 2; i++) {
+        if (slots[i] == NULL)
+            continue;
+        if (slots[i]->turn.item.node.queued)
+            pump_sender_drop(pump->env->sender, &slots[i]->turn);
+        slots[i]->busy = false;
+    }
+    if (pump->queued != NULL)
+        unsent += pump->queued->len;
+    pump->out = pump->queued = NULL;
+    if (unsent > 0)
+        pump->src->ops->rewind(pump->src, unsent);
+    pump->reread += unsent;
+    b->given_back += (pump->slots[0].buf != NULL) + (pump->slots[1].buf != NULL);
+    free_slots(pump);
+    size_t bytes = pump->held - pump->src->held;
+    b->given_back_bytes += bytes;
+    pump->slot_held = false;
+    stall_remove(pump);
+    give(pump, bytes);
+}
+
+/* Another client waits for the budget, CLIENT among them (or 0: any): the
+ * stalled responses of clients over their fair share give way, until no
+ * other client waits. Never those of CLIENT itself. */
+static void press(const struct pump_env *env, uint64_t client)
+{
+    if (env->stalled == NULL)
+        return;
+    struct pump *p = env->stalled->first;
+    while (p != NULL && env->budget->waiting > 0) {
+        struct pump *next = p->stall_next;
+        if (p->flow != client && can_give_way(p) && budget_gives_way(env->budget, p->flow))
+            give_way(p); /* may grant others, but removes only P from the list */
+        p = next;
+    }
+}
+
+/* ---- handing slots to the socket ------------------------------------------ */
+
+static void drop_waiting(struct pump *pump);
 
 /* Ends the response once nothing is in flight; FAILED responses report an error. */
 static void finish_if_idle(struct pump *pump)
 {
+    if (pump->src != NULL && (pump->failed || pump->stopping))
+        drop_waiting(pump); /* what waits to be handed out will not be */
     if (pump->src == NULL || pump_busy(pump))
         return;
     if (!pump->eof && !pump->failed && !pump->stopping)
         return;
+    stall_remove(pump);
     pump->src->ops->release(pump->src);
     pump->src = NULL;
     pump_free(pump);
@@ -89,58 +208,24 @@ static void finish_if_idle(struct pump *pump)
     pump->done(pump, pump->failed || !pump->eof ? status : 0);
 }
 
-/* Writes of PUMP still waiting for their turn will not go: the response
- * failed or stops. */
+/* Writes of PUMP not handed out yet will not go: the response failed or
+ * stops. */
 static void drop_waiting(struct pump *pump)
 {
+    struct pump_slot *slots[2] = {pump->out, pump->queued};
     for (int i = 0; i < 2; i++) {
-        struct pump_slot *slot = &pump->slots[i];
-        if (slot->turn.item.node.queued) {
-            pump_sender_drop(pump->env->sender, &slot->turn);
-            slot->busy = false;
-        }
+        if (slots[i] == NULL)
+            continue;
+        if (slots[i]->turn.item.node.queued)
+            pump_sender_drop(pump->env->sender, &slots[i]->turn);
+        slots[i]->busy = false;
     }
+    pump->out = pump->queued = NULL;
 }
 
-static void pump_on_write(uv_write_t *req, int status)
-{
-    struct pump_slot *slot = container_of(req, struct pump_slot, req);
-    struct pump *pump = slot->pump;
-    slot->busy = false;
-    if (status < 0) {
-        pump->failed = true;
-        drop_waiting(pump);
-        /* Nobody will read what a queued fill would produce. */
-        if (pump->filling >= 0)
-            gateway_cancel(&pump->fill.job);
-    } else if (!pump->eof && !pump->failed && !pump->stopping) {
-        fill_next(pump);
-    }
-    finish_if_idle(pump);
-}
-
-/* Hands SLOT's bytes, decided by write_slot, to the socket; not those of
- * a response that failed while they waited. */
-static void issue(struct pump *pump, struct pump_slot *slot)
-{
-    if (pump->failed || pump->stopping) {
-        slot->busy = false;
-        return;
-    }
-    pump->sent += slot->len;
-    *pump->env->bytes_sent += slot->len;
-    if (pump->env->sent != NULL)
-        pump->env->sent(pump->env->sent_arg, pump->flow, slot->len);
-    int rc = uv_write(&slot->req, pump->stream, slot->bufs, slot->nbufs, pump_on_write);
-    if (rc < 0) {
-        slot->busy = false;
-        pump->failed = true;
-    }
-}
-
-/* Decides what SLOT's write hands the socket: the head before the first
- * piece, the chunk framing around it. Returns its bytes. */
-static size_t frame_slot(struct pump *pump, struct pump_slot *slot)
+/* Decides what SLOT hands the socket: the head before the first piece,
+ * the chunk framing around it. */
+static void frame_slot(struct pump *pump, struct pump_slot *slot)
 {
     uv_buf_t *bufs = slot->bufs;
     unsigned n = 0;
@@ -156,37 +241,153 @@ static size_t frame_slot(struct pump *pump, struct pump_slot *slot)
         bufs[n++] = uv_buf_init(slot->buf, (unsigned)slot->len);
     if (pump->chunked && slot->len > 0)
         bufs[n++] = uv_buf_init((char *)crlf, 2);
-    if (pump->chunked && pump->eof)
+    if (pump->chunked && slot->last)
         bufs[n++] = uv_buf_init((char *)last_chunk, sizeof last_chunk - 1);
     slot->nbufs = n;
+    slot->at = 0;
+    slot->granted = false;
+}
+
+static size_t rest_of(const struct pump_slot *slot)
+{
     size_t bytes = 0;
-    for (unsigned i = 0; i < n; i++)
-        bytes += bufs[i].len;
+    for (unsigned i = slot->at; i < slot->nbufs; i++)
+        bytes += slot->bufs[i].len;
     return bytes;
 }
 
-/* Hands SLOT's piece to the socket, now or at its turn (the slot stays
- * busy while it waits). */
-static void write_slot(struct pump *pump, struct pump_slot *slot)
+/* N bytes of SLOT's rest went to the kernel (or into the wire buffer, to
+ * WIRE when not NULL): its body bytes count as sent. */
+static void advance(struct pump *pump, struct pump_slot *slot, size_t n, char *wire)
 {
-    size_t bytes = frame_slot(pump, slot);
-    if (bytes == 0) {
-        slot->busy = false;
-        return;
+    size_t body = 0;
+    while (n > 0 && slot->at < slot->nbufs) {
+        uv_buf_t *b = &slot->bufs[slot->at];
+        size_t k = n < b->len ? n : b->len;
+        if (wire != NULL) {
+            memcpy(wire, b->base, k);
+            wire += k;
+        }
+        if (in_slot(slot, b))
+            body += k;
+        b->base += k;
+        b->len -= k;
+        n -= k;
+        if (b->len == 0)
+            slot->at++;
     }
-    struct pump_sender *snd = pump->env->sender;
-    if (snd != NULL && !pump_sender_admit(snd, &slot->turn, pump->flow, bytes))
-        return;
-    issue(pump, slot);
+    pump->sent += body;
+    *pump->env->bytes_sent += body;
+    if (pump->env->sent != NULL && body > 0)
+        pump->env->sent(pump->env->sent_arg, pump->flow, body);
 }
 
-/* SLOT's turn came: it goes, which may end the response, even the
+static void pump_on_wire(uv_write_t *req, int status);
+
+/* The kernel took less of a step than it was given: the next bytes, at
+ * most PUMP_WIRE of WANT, go into the wire buffer and wait for the socket;
+ * the slot's rest stays free to give back. */
+static void write_wire(struct pump *pump, struct pump_slot *slot, size_t want)
+{
+    size_t n = want < PUMP_WIRE ? want : PUMP_WIRE;
+    advance(pump, slot, n, pump->wire);
+    uv_buf_t buf = uv_buf_init(pump->wire, (unsigned)n);
+    int rc = uv_write(&pump->wire_req, pump->stream, &buf, 1, pump_on_wire);
+    if (rc < 0) {
+        pump->failed = true;
+        drop_waiting(pump);
+        return;
+    }
+    pump->wire_busy = true;
+    stall_add(pump);
+    /* Another client waits: a response over its share gives way at once. */
+    if (pump->env->budget->waiting > 0 && can_give_way(pump) &&
+        budget_gives_way(pump->env->budget, pump->flow))
+        give_way(pump);
+}
+
+/* Hands the slots out, in the order they were filled, each at its turn:
+ * as far as the socket takes them now, the next bytes then into the wire. */
+static void write_on(struct pump *pump)
+{
+    struct pump_sender *snd = pump->env->sender;
+    while (!pump->wire_busy && pump->out != NULL) {
+        struct pump_slot *slot = pump->out;
+        if (pump->failed || pump->stopping) {
+            drop_waiting(pump);
+            return;
+        }
+        if (slot->turn.item.node.queued)
+            return; /* waits for its turn */
+        size_t rest = rest_of(slot);
+        if (rest == 0) {
+            /* The slot is out: the next goes, and a fill may take this one. */
+            slot->busy = false;
+            pump->out = pump->queued;
+            pump->queued = NULL;
+            if (pump->out != NULL)
+                frame_slot(pump, pump->out);
+            if (!pump->eof)
+                fill_next(pump);
+            continue;
+        }
+        /* A slot takes one turn, for all its bytes, however many writes
+         * the socket needs for them. */
+        if (!slot->granted && snd != NULL && !pump_sender_admit(snd, &slot->turn, pump->flow, rest))
+            return;
+        slot->granted = true;
+        int rc = uv_try_write(pump->stream, slot->bufs + slot->at, slot->nbufs - slot->at);
+        if (rc < 0 && rc != UV_EAGAIN) {
+            pump->failed = true;
+            drop_waiting(pump);
+            return;
+        }
+        size_t took_now = rc > 0 ? (size_t)rc : 0;
+        advance(pump, slot, took_now, NULL);
+        if (took_now < rest)
+            write_wire(pump, slot, rest - took_now);
+    }
+}
+
+/* SLOT is filled: it goes after the one being handed out. */
+static void write_slot(struct pump *pump, struct pump_slot *slot)
+{
+    if (pump->out != NULL) {
+        pump->queued = slot;
+        return;
+    }
+    pump->out = slot;
+    frame_slot(pump, slot);
+    write_on(pump);
+}
+
+static void pump_on_wire(uv_write_t *req, int status)
+{
+    struct pump *pump = container_of(req, struct pump, wire_req);
+    pump->wire_busy = false;
+    stall_remove(pump);
+    if (status < 0) {
+        pump->failed = true;
+        drop_waiting(pump);
+        /* Nobody will read what a queued fill would produce. */
+        if (pump->filling >= 0)
+            gateway_cancel(&pump->fill.job);
+    } else {
+        write_on(pump);
+        if (pump->out == NULL && !pump->eof && !pump->failed && !pump->stopping)
+            fill_next(pump);
+    }
+    finish_if_idle(pump);
+}
+
+/* The slot's turn came: it goes on, which may end the response, even the
  * connection. */
 static void slot_turn(struct pump_turn *t)
 {
     struct pump_slot *slot = container_of(t, struct pump_slot, turn);
     struct pump *pump = slot->pump;
-    issue(pump, slot);
+    slot->granted = true; /* its step goes now */
+    write_on(pump);
     finish_if_idle(pump);
 }
 
@@ -238,7 +439,12 @@ static void fill_after_work(struct gateway_job *job, int status)
         pump->failed = true;
     } else {
         slot->len += pump->fill.len;
-        pump->eof = pump->fill.eof;
+        slot->last = pump->eof = pump->fill.eof;
+        if (pump->reread > 0) {
+            size_t again = pump->fill.len < pump->reread ? pump->fill.len : pump->reread;
+            pump->reread -= again;
+            pump->env->budget->reread_bytes += again;
+        }
         if (gathers(pump, slot)) {
             slot->busy = false;
             pump->gathering = slot;
@@ -391,6 +597,8 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
     pump->chunked = chunked;
     pump->eof = pump->failed = pump->stopping = false;
     pump->asked = 0;
+    pump->reread = 0;
+    pump->out = pump->queued = NULL;
     pump->slot_held = !src->reserve_late;
     pump->error = 0;
     pump->wait.client = pump->flow; /* waiters take turns by client */
@@ -399,6 +607,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
         if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
             pump->waiting = true;
             pump->wait_start = uv_now(pump->stream->loop);
+            press(pump->env, pump->flow);
             return 0;
         }
         took(pump, need);
@@ -432,6 +641,10 @@ bool pump_reserve(struct pump *pump, size_t bytes)
     pump->asked = bytes;
     pump->waiting = true;
     pump->wait_start = uv_now(pump->stream->loop);
+    /* A response that gave way asks for its slot again: others may give
+     * way to it in turn. (Not from a source's ready: no re-entry there.) */
+    if (pump->src->ops->ready == NULL)
+        press(pump->env, pump->flow);
     return false;
 }
 
@@ -628,7 +841,17 @@ static void file_release(struct pump_source *src)
     free(fs);
 }
 
-static const struct pump_source_ops file_ops = {.fill = file_fill, .release = file_release};
+/* The last BYTES read were given back unsent: read them again. */
+static void file_rewind(struct pump_source *src, size_t bytes)
+{
+    struct file_source *fs = container_of(src, struct file_source, base);
+    fs->offset -= bytes;
+    fs->left += bytes;
+    src->remaining = fs->left;
+}
+
+static const struct pump_source_ops file_ops = {
+    .fill = file_fill, .release = file_release, .rewind = file_rewind};
 
 struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len)
 {

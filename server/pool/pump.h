@@ -67,6 +67,12 @@ struct pump_source_ops {
      * a slot needs. Without it a slot holds PIECE_MAX: what the source reads
      * is what it sends. */
     size_t (*size)(struct pump_source *src, size_t piece_max);
+    /* Optional, loop thread, with no fill in flight and before the last
+     * piece: the last BYTES the source made were not sent and their memory
+     * is given back (give_way, below): the next fills make them again.
+     * Only a source that can (a file read); without it, a response keeps
+     * what it filled. */
+    void (*rewind)(struct pump_source *src, size_t bytes);
 };
 
 /* What a source tells the pump. */
@@ -160,11 +166,23 @@ struct pump_env {
     /* Told of each piece as it is written: its client (the pump's flow) and
      * its body bytes. NULL: nobody. */
     void (*sent)(void *arg, uint64_t flow, size_t bytes);
-    /* Told whenever a response of client FLOW takes (TAKEN) or gives back
-     * BYTES of the budget. NULL: nobody. */
-    void (*held)(void *arg, uint64_t flow, size_t bytes, bool taken);
-    void *sent_arg;             /* the argument of both */
-    struct pump_sender *sender; /* whose turn it is to write; NULL: every write goes at once */
+    void *sent_arg;               /* its argument */
+    struct pump_sender *sender;   /* whose turn it is to write; NULL: every write goes at once */
+    struct pump_stalled *stalled; /* who gives way under pressure; NULL: nobody */
+};
+
+/* Memory that gives way. A slot is handed to the socket at its turn: what
+ * the kernel takes at once goes from the slot itself (uv_try_write), and when it takes less, the
+ * next few bytes are copied into the pump's own small wire buffer, which alone uv_write pins until
+ * the client reads. The rest of a slot stays free to give back: while another client waits for the
+ * budget (budget_gives_way), a response of a client over its fair share whose socket takes no more
+ * (its wire write waits) gives back the slots it filled and has not sent, its source rewinds that
+ * many bytes, and it reserves again when its client catches up. A source that cannot rewind (a
+ * deflate) keeps its slots. The responses whose wire write waits are listed here, the server's. */
+#define PUMP_WIRE ((size_t)2 << 10)
+struct pump_stalled {
+    struct pump *first;
+    size_t count;
 };
 
 struct pump;
@@ -184,8 +202,10 @@ struct pump_slot {
     char frame[24]; /* chunk-size line when chunked */
     bool busy;      /* being filled, waiting for its turn, or written and not yet confirmed */
     struct pump_turn turn; /* waiting for its turn to be written */
-    uv_buf_t bufs[5];      /* what the write hands the socket, set as it is decided */
-    unsigned nbufs;
+    uv_buf_t bufs[5];      /* what it hands the socket, set as it starts: the rest from AT */
+    unsigned nbufs, at;
+    bool last;    /* its fill was the source's last */
+    bool granted; /* its turn came: the rest of its bytes go without asking */
 };
 
 /* One fill on the pool: all that the work half may touch. */
@@ -228,6 +248,14 @@ struct pump {
     bool chunked, eof, failed, stopping;
     bool waiting; /* for the budget */
     int error;    /* the failed fill's code, or 0 */
+    /* The slot being handed to the socket, and the one filled after it. */
+    struct pump_slot *out, *queued;
+    uv_write_t wire_req; /* a write of WIRE waits for the socket */
+    bool wire_busy;
+    char wire[PUMP_WIRE];
+    struct pump *stall_prev, *stall_next; /* in env->stalled while wire_busy */
+    bool stall_listed;
+    uint64_t reread; /* bytes given back that the next fills read again */
 };
 
 /* Prepares an idle pump writing to STREAM in ENV, its fills run on behalf

@@ -62,11 +62,13 @@ def trickle_gzip():
 
 def fair_share():
     """Under a 2 MiB budget, 127.0.0.3 holds all of it with a stalled
-    download (two 1 MiB slots) when 127.0.0.2's download comes and waits.
-    While it waits, 127.0.0.3 gets no more, not even a small file the
-    small lane's reserve has room for: it is past its share (the budget
-    over the two clients). Once 127.0.0.3 reads, both go. (Loop reads
-    off: a small file read on the loop takes no budget, as a cache hit.)"""
+    download (two 1 MiB slots) when 127.0.0.2's download comes. 127.0.0.3 is
+    past its share (the budget over the two clients) and its socket takes
+    nothing more: it gives its slots back, and 127.0.0.2's download runs to
+    its end while 127.0.0.3 still reads nothing (63_memory_gives_way.t has
+    more). Once 127.0.0.3 reads, its file is byte-exact, and a small file
+    of its own is served. (Loop reads off: a small file read on the loop
+    takes no budget, as a cache hit.)"""
     data = random_bytes(3 * MiB, 21)
     args = ["--max-buffer-memory", "2m", "--partition", "1m", "--file-cache", "off",
             "--send-buffer", "4k", "--loop-reads", "off"]
@@ -75,19 +77,16 @@ def fair_share():
         hog.request("GET", "/big.bin")
         ok(poll(lambda: memory(srv)["held"] == 2 * MiB), "127.0.0.3's stalled download holds 2 MiB",
            memory(srv))
-        victim = Conn(srv.port, source="127.0.0.2")
-        victim.request("GET", "/big.bin")
-        ok(poll(lambda: memory(srv)["waiting"] == 1), "127.0.0.2's download waits for memory")
-        small = Conn(srv.port, source="127.0.0.3")
-        small.request("GET", "/small.txt")
-        ok(poll(lambda: memory(srv)["waiting"] == 2),
-           "127.0.0.3's small file waits too while 127.0.0.2 waits", memory(srv))
         is_(held_by(srv, "127.0.0.3"), 2 * MiB, "top_clients: 127.0.0.3 holds 2 MiB")
-        is_(hog.read_response().body, data, "127.0.0.3 reads its download: byte-exact")
-        is_(victim.read_response().body, data, "127.0.0.2's download completes")
-        is_(small.read_response().body, SMALL, "and 127.0.0.3's small file")
-        for c in (hog, victim, small):
-            c.close()
+        with Conn(srv.port, source="127.0.0.2") as victim:
+            is_(victim.roundtrip("GET", "/big.bin").body, data,
+                "127.0.0.2's download completes while 127.0.0.3 reads nothing")
+        ok(memory(srv)["given_back"] > 0, "127.0.0.3 gave its slots back", memory(srv))
+        with Conn(srv.port, source="127.0.0.3") as small:
+            small.request("GET", "/small.txt")
+            is_(hog.read_response().body, data, "127.0.0.3 reads its download: byte-exact")
+            is_(small.read_response().body, SMALL, "and its small file")
+        hog.close()
         ok(poll(lambda: memory(srv)["held"] == 0), "all memory is given back")
 
 

@@ -259,8 +259,53 @@ static void test_fair_share(void)
     is_int(b.bucket_held[bucket_of(1)] + b.bucket_held[bucket_of(2)], 0, "by each client too");
 }
 
+static size_t told_held[3];
+
+static void told(void *arg, uint64_t client, size_t bytes, bool taken)
+{
+    (void)arg;
+    told_held[client] = taken ? told_held[client] + bytes : told_held[client] - bytes;
+}
+
+/* Who gives way (budget_gives_way): only a client over its fair share, and
+ * only while another client waits; and the ledger hook hears every take,
+ * whichever call made it. */
+static void test_gives_way(void)
+{
+    struct budget b;
+    struct budget_waiter a = {.client = 1}, a2 = {.client = 1}, v = {.client = 2};
+    budget_init(&b, 2 * M);
+    b.told = told;
+    told_held[1] = told_held[2] = 0;
+    granted_n = 0;
+    ok(budget_take(&b, &a, 1 * M, on_granted), "client 1 takes 1M");
+    ok(budget_try(&b, 1, 1 * M), "and an extra 1M: the budget is full");
+    ok(!budget_gives_way(&b, 1), "nobody waits: client 1 keeps it all (work-conserving)");
+    ok(!budget_take(&b, &a2, 1 * M, on_granted), "client 1's own 1M more waits");
+    ok(!budget_gives_way(&b, 1), "its own waiter does not make client 1 give way");
+    ok(!budget_take(&b, &v, 1 * M, on_granted), "client 2's 1M waits");
+    ok(budget_gives_way(&b, 1), "now client 1, over its share of 1M, gives way");
+    ok(!budget_gives_way(&b, 2), "client 2, holding nothing, does not");
+    budget_give(&b, 1, 1 * M);
+    is_int(granted_n, 1, "client 1 gives 1M back: client 2 is granted");
+    is_int(order_client[0], 2, "client 2 first");
+    ok(!budget_gives_way(&b, 1), "client 1 within its share now: it keeps the rest");
+    is_int(told_held[1], 1 * M, "the ledger: client 1 holds 1M (a take, a try, a give)");
+    is_int(told_held[2], 1 * M, "and client 2 its grant");
+    budget_give(&b, 2, 1 * M);
+    is_int(granted_n, 2, "then client 1's own");
+    budget_give(&b, 1, 2 * M);
+    is_int(told_held[1] + told_held[2], 0, "all given back, in the ledger too");
+    ok(budget_try(&b, 1, 3 * M / 2) && budget_try(&b, 2, M / 2), "1.5M and 0.5M held");
+    ok(!budget_gives_way(&b, 1),
+       "client 1 holds past an even share, but nobody waits: it keeps it");
+    budget_give(&b, 1, 3 * M / 2);
+    budget_give(&b, 2, M / 2);
+}
+
 int main(void)
 {
+    test_gives_way();
     test_fair_share();
     test_fifo();
     test_cancel_and_big();
