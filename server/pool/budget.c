@@ -49,6 +49,19 @@ static bool fair(const struct budget *b, uint32_t i, size_t bytes)
     return b->bucket_held[i] <= share && bytes <= share - b->bucket_held[i];
 }
 
+uint64_t budget_givers(const struct budget *b)
+{
+    if (b->waiting == 0)
+        return 0;
+    size_t share = share_of(b);
+    uint64_t givers = 0;
+    for (uint32_t i = 0; i < BUDGET_BUCKETS; i++) {
+        if (b->bucket_held[i] > share && b->waiting > b->bucket_waiting[i])
+            givers |= (uint64_t)1 << i;
+    }
+    return givers;
+}
+
 bool budget_gives_way(const struct budget *b, uint64_t client)
 {
     uint32_t i = bucket_of(client);

@@ -106,6 +106,15 @@ void budget_give(struct budget *b, uint64_t client, size_t bytes);
  * is work-conserving. */
 bool budget_gives_way(const struct budget *b, uint64_t client);
 
+/* The buckets whose clients give way now (budget_gives_way), one bit
+ * each: worked out once for a walk over many responses. */
+uint64_t budget_givers(const struct budget *b);
+
+static inline bool budget_gives(uint64_t givers, uint64_t client)
+{
+    return givers >> fairq_bucket_of(client, BUDGET_BUCKETS) & 1;
+}
+
 /* Takes a queued W out of its queue; nothing was taken for it. */
 void budget_cancel(struct budget *b, struct budget_waiter *w);
 

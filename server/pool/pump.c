@@ -176,11 +176,15 @@ static void press(const struct pump_env *env, uint64_t client)
 {
     if (env->stalled == NULL)
         return;
-    struct pump *p = env->stalled->first;
-    while (p != NULL && env->budget->waiting > 0) {
+    /* Worked out again only after a response gave way: a walk over
+     * thousands of stalled responses costs a bit test each. */
+    uint64_t givers = budget_givers(env->budget);
+    for (struct pump *p = env->stalled->first; p != NULL && givers != 0;) {
         struct pump *next = p->stall_next;
-        if (p->flow != client && can_give_way(p) && budget_gives_way(env->budget, p->flow))
+        if (p->flow != client && budget_gives(givers, p->flow) && can_give_way(p)) {
             give_way(p); /* may grant others, but removes only P from the list */
+            givers = budget_givers(env->budget);
+        }
         p = next;
     }
 }

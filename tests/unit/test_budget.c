@@ -286,6 +286,9 @@ static void test_gives_way(void)
     ok(!budget_take(&b, &v, 1 * M, on_granted), "client 2's 1M waits");
     ok(budget_gives_way(&b, 1), "now client 1, over its share of 1M, gives way");
     ok(!budget_gives_way(&b, 2), "client 2, holding nothing, does not");
+    uint64_t givers = budget_givers(&b);
+    ok(budget_gives(givers, 1) && !budget_gives(givers, 2),
+       "budget_givers: client 1's bucket alone");
     budget_give(&b, 1, 1 * M);
     is_int(granted_n, 1, "client 1 gives 1M back: client 2 is granted");
     is_int(order_client[0], 2, "client 2 first");
