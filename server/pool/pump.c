@@ -169,6 +169,16 @@ static void give_way(struct pump *pump)
     give(pump, bytes);
 }
 
+/* PUMP's socket takes no more, or it just filled a slot while it did not:
+ * if another client waits and PUMP's client is over its share, it gives
+ * way at once. */
+static void maybe_give_way(struct pump *pump)
+{
+    if (pump->env->budget->waiting > 0 && can_give_way(pump) &&
+        budget_gives_way(pump->env->budget, pump->flow))
+        give_way(pump);
+}
+
 /* Another client waits for the budget, CLIENT among them (or 0: any): the
  * stalled responses of clients over their fair share give way, until no
  * other client waits. Never those of CLIENT itself. */
@@ -304,10 +314,7 @@ static void write_wire(struct pump *pump, struct pump_slot *slot, size_t want)
     }
     pump->wire_busy = true;
     stall_add(pump);
-    /* Another client waits: a response over its share gives way at once. */
-    if (pump->env->budget->waiting > 0 && can_give_way(pump) &&
-        budget_gives_way(pump->env->budget, pump->flow))
-        give_way(pump);
+    maybe_give_way(pump);
 }
 
 /* Hands the slots out, in the order they were filled, each at its turn:
@@ -340,6 +347,20 @@ static void write_on(struct pump *pump)
         if (!slot->granted && snd != NULL && !pump_sender_admit(snd, &slot->turn, pump->flow, rest))
             return;
         slot->granted = true;
+        if (pump->src->ops->rewind == NULL) {
+            /* A source that cannot make its bytes again keeps its slots:
+             * the slot goes whole, pinned until the kernel took it all. */
+            int rc = uv_write(&pump->wire_req, pump->stream, slot->bufs + slot->at,
+                              slot->nbufs - slot->at, pump_on_wire);
+            if (rc < 0) {
+                pump->failed = true;
+                drop_waiting(pump);
+                return;
+            }
+            pump->wire_busy = true;
+            advance(pump, slot, rest, NULL); /* uv_write copied the buffers' list */
+            return;
+        }
         int rc = uv_try_write(pump->stream, slot->bufs + slot->at, slot->nbufs - slot->at);
         if (rc < 0 && rc != UV_EAGAIN) {
             pump->failed = true;
@@ -457,6 +478,8 @@ static void fill_after_work(struct gateway_job *job, int status)
         }
         if (!pump->eof && !pump->failed)
             fill_next(pump);
+        if (pump->wire_busy)
+            maybe_give_way(pump); /* a fill it could not give back is in */
     }
     finish_if_idle(pump);
 }
