@@ -171,14 +171,19 @@ struct pump_env {
     struct pump_stalled *stalled; /* who gives way under pressure; NULL: nobody */
 };
 
-/* Memory that gives way. A slot is handed to the socket at its turn: what
- * the kernel takes at once goes from the slot itself (uv_try_write), and when it takes less, the
- * next few bytes are copied into the pump's own small wire buffer, which alone uv_write pins until
- * the client reads. The rest of a slot stays free to give back: while another client waits for the
- * budget (budget_gives_way), a response of a client over its fair share whose socket takes no more
- * (its wire write waits) gives back the slots it filled and has not sent, its source rewinds that
- * many bytes, and it reserves again when its client catches up. A source that cannot rewind (a
- * deflate) keeps its slots. The responses whose wire write waits are listed here, the server's. */
+/* Memory that gives way. A slot of a source that can rewind (a file) is
+ * handed to the socket at its turn: what the kernel takes at once goes
+ * from the slot itself (uv_try_write), and when it takes less, the next
+ * few bytes are copied into the pump's own small wire buffer, which alone
+ * uv_write pins until the client reads. The rest of the slot stays free to
+ * give back: while another client waits for the budget
+ * (budget_gives_way), a response of a client over its fair share whose
+ * socket takes no more (its wire write waits) gives back the slots it
+ * filled and has not sent, its source rewinds that many bytes, and it
+ * reserves again when its client catches up. A source that cannot rewind
+ * (a deflate) keeps its slots and writes each whole with uv_write, as
+ * before. The responses whose wire write waits are listed here, the
+ * server's. docs/design/memory.md has more. */
 #define PUMP_WIRE ((size_t)2 << 10)
 struct pump_stalled {
     struct pump *first;
