@@ -181,9 +181,9 @@ struct pump_env {
  * socket takes no more (its wire write waits) gives back the slots it
  * filled and has not sent, its source rewinds that many bytes, and it
  * reserves again when its client catches up. A source that cannot rewind
- * (a deflate) keeps its slots and writes each whole with uv_write, as
- * before. The responses whose wire write waits are listed here, the
- * server's. docs/design/memory.md has more. */
+ * (a deflate) keeps its slots and writes each whole with uv_write. The
+ * responses whose wire write waits are listed here, the server's.
+ * docs/design/memory.md has more. */
 #define PUMP_WIRE ((size_t)2 << 10)
 struct pump_stalled {
     struct pump *first;

@@ -65,7 +65,7 @@ def fair_share():
     download (two 1 MiB slots) when 127.0.0.2's download comes. 127.0.0.3 is
     past its share (the budget over the two clients) and its socket takes
     nothing more: it gives its slots back, and 127.0.0.2's download runs to
-    its end while 127.0.0.3 still reads nothing (63_memory_gives_way.t has
+    its end while 127.0.0.3 still reads nothing (64_memory_gives_way.t has
     more). Once 127.0.0.3 reads, its file is byte-exact, and a small file
     of its own is served. (Loop reads off: a small file read on the loop
     takes no budget, as a cache hit.)"""
