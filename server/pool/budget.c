@@ -281,6 +281,13 @@ static const struct snap_def budget_reread = {
     .kind = SNAP_COUNTER,
     .help = "File bytes read again after their slot was given back."};
 
+static const struct snap_def budget_withdrawn = {
+    .key = "fills_withdrawn",
+    .metric = "unclog_buffer_memory_fills_withdrawn_total",
+    .kind = SNAP_COUNTER,
+    .help = "Fills of stalled responses taken back from the pool's queue before they started, "
+            "so that their slots could be given back: they read nothing."};
+
 void budget_stats(const struct budget *b, struct snapshot *s)
 {
     snap_open(s, "memory", NULL);
@@ -294,5 +301,6 @@ void budget_stats(const struct budget *b, struct snapshot *s)
     snap_add(s, &budget_given, b->given_back);
     snap_add(s, &budget_given_bytes, b->given_back_bytes);
     snap_add(s, &budget_reread, b->reread_bytes);
+    snap_add(s, &budget_withdrawn, b->fills_withdrawn);
     snap_close(s);
 }

@@ -77,8 +77,9 @@ struct budget {
     void (*told)(void *arg, uint64_t client, size_t bytes, bool taken);
     void *told_arg;
     /* Given back under pressure (server/pool/pump.c's give_way): the
-     * slots, their bytes, and the file bytes read again since. */
-    uint64_t given_back, given_back_bytes, reread_bytes;
+     * slots, their bytes, and the file bytes read again since; the fills
+     * taken back from the pool's queue so (gateway_withdraw). */
+    uint64_t given_back, given_back_bytes, reread_bytes, fills_withdrawn;
 };
 
 void budget_init(struct budget *b, size_t max);

@@ -230,6 +230,20 @@ int gateway_cancel(struct gateway_job *job)
     return 0;
 }
 
+bool gateway_withdrawable(const struct gateway_job *job)
+{
+    return !job->in_libuv && job->item.node.queued;
+}
+
+int gateway_withdraw(struct gateway_job *job)
+{
+    if (!gateway_withdrawable(job))
+        return UV_EBUSY;
+    sched_remove(&job->gateway->sched, &job->item);
+    job->gateway->stats[job->cls].withdrawn++;
+    return 0;
+}
+
 bool gateway_short_waiting(const struct gateway *gw, bool cpu)
 {
     return sched_short_waiting(&gw->sched, cpu);
@@ -353,10 +367,16 @@ static const struct snap_def job_cancelled = {
     .metric = "unclog_jobs_cancelled_total",
     .kind = SNAP_COUNTER,
     .help = "Threadpool jobs cancelled before they started, by class."};
+static const struct snap_def job_withdrawn = {
+    .key = "withdrawn",
+    .metric = "unclog_jobs_withdrawn_total",
+    .kind = SNAP_COUNTER,
+    .help = "Threadpool jobs taken back by their owner while they waited in the gateway's queues "
+            "(a stalled response's fill, as it gives its memory way): they never ran, by class."};
 static const struct snap_def job_in_flight = {
     .key = "in_flight",
     .metric = "unclog_jobs_in_flight",
-    .help = "Threadpool jobs submitted and not yet completed or cancelled, by class."};
+    .help = "Threadpool jobs submitted and not yet completed, cancelled or withdrawn, by class."};
 static const struct snap_def job_cost = {
     .key = "cost_bytes",
     .metric = "unclog_job_cost_bytes_total",
@@ -407,7 +427,8 @@ static void class_stats(const struct gateway_class_stats *st, uint64_t now, stru
     snap_add(s, &job_submitted, st->submitted);
     snap_add(s, &job_completed, st->completed);
     snap_add(s, &job_cancelled, st->cancelled);
-    snap_add(s, &job_in_flight, st->submitted - st->completed - st->cancelled);
+    snap_add(s, &job_withdrawn, st->withdrawn);
+    snap_add(s, &job_in_flight, st->submitted - st->completed - st->cancelled - st->withdrawn);
     snap_add(s, &job_cost, st->cost_total);
     snap_add(s, &job_gave_way, st->gave_way);
     snap_add_hist(s, &job_queued, &st->queued_total);

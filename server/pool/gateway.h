@@ -72,6 +72,7 @@ void gateway_give_way(void);
 /* Counters per class. Times in microseconds. */
 struct gateway_class_stats {
     uint64_t submitted, completed, cancelled;
+    uint64_t withdrawn;  /* taken back before they started (gateway_withdraw) */
     uint64_t cost_total; /* the cost of the jobs completed */
     uint64_t gave_way;   /* times the jobs completed gave the CPU up */
     uint64_t queued_us_max, running_us_max;
@@ -138,6 +139,18 @@ void gateway_set_cost(struct gateway_job *job, uint64_t bytes);
  * loop, with UV_ECANCELED (never from inside this call). Returns 0, or
  * UV_EBUSY when it is running or done. */
 int gateway_cancel(struct gateway_job *job);
+
+/* Whether JOB waits in the gateway's own queues: submitted, not yet
+ * handed to libuv, so no worker has it or can take it. Loop thread. */
+bool gateway_withdrawable(const struct gateway_job *job);
+
+/* Takes JOB back if it waits in the gateway's queues (gateway_withdrawable):
+ * it never runs, its DONE never runs, and the caller owns the job again (it
+ * may submit it anew). Counted as withdrawn, neither completed nor
+ * cancelled. Returns 0, or UV_EBUSY when it is in libuv's hands (running,
+ * about to run, or done): then nothing changes. Loop thread; no worker
+ * can race it, since only the loop hands jobs to libuv. */
+int gateway_withdraw(struct gateway_job *job);
 
 /* Whether short work is waiting that a piece's thread could go to when it
  * ends, the piece CPU-bound (CPU) or a read: sched_short_waiting. */

@@ -129,12 +129,14 @@ static size_t out_rest(const struct pump *pump)
 /* Whether PUMP may give its slots back now: its socket takes no more (a
  * wire write waits), its slots hold memory of its own, its source can make
  * their bytes again (it rewinds, and has not ended: a file source closes its
- * file after the last piece), and nothing fills a slot. */
+ * file after the last piece), and nothing fills a slot, or the fill still
+ * waits in the gateway's queue (give_way takes it back: it read nothing). */
 static bool can_give_way(const struct pump *pump)
 {
     const struct pump_source *src = pump->src;
     return src != NULL && pump->wire_busy && pump->slot_held && !pump->eof && !pump->failed &&
-           !pump->stopping && src->ops->rewind != NULL && pump->filling < 0 &&
+           !pump->stopping && src->ops->rewind != NULL &&
+           (pump->filling < 0 || gateway_withdrawable(&pump->fill.job)) &&
            pump->gathering == NULL && pump->head == NULL && out_rest(pump) != SIZE_MAX &&
            pump->held > src->held;
 }
@@ -145,6 +147,15 @@ static bool can_give_way(const struct pump *pump)
 static void give_way(struct pump *pump)
 {
     struct budget *b = pump->env->budget;
+    if (pump->filling >= 0) {
+        /* Its fill has not started: taken back, it never runs (its done
+         * callback neither), and the slot it was to fill is free. */
+        if (gateway_withdraw(&pump->fill.job) < 0)
+            return; /* can_give_way said it waits: not reached */
+        pump->slots[pump->filling].busy = false;
+        pump->filling = -1;
+        b->fills_withdrawn++;
+    }
     size_t unsent = out_rest(pump);
     struct pump_slot *slots[2] = {pump->out, pump->queued};
     for (int i = 0; i < 2; i++) {

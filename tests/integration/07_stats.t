@@ -12,7 +12,7 @@ from harness import (KiB, Server, comparable_headers, exchange, gunzip, is_, ok,
                      split_response, text_bytes)
 
 CLASSES = ("open", "read", "gzip")
-COUNTERS = ("submitted", "completed", "cancelled", "in_flight", "queued_us_total",
+COUNTERS = ("submitted", "completed", "cancelled", "withdrawn", "in_flight", "queued_us_total",
             "queued_us_max", "running_us_total", "running_us_max")
 PARTITION = 4 * KiB
 GZIP_PARTITION = 64 * KiB
@@ -36,8 +36,8 @@ def check_shape(st, when):
         if not ok(isinstance(c, dict) and all(is_count(c.get(k)) for k in COUNTERS),
                   "%s: jobs.%s has every counter" % (when, cls), repr(c)):
             continue
-        ok(c["completed"] + c["cancelled"] <= c["submitted"],
-           "%s: jobs.%s completed + cancelled <= submitted" % (when, cls), repr(c))
+        ok(c["completed"] + c["cancelled"] + c["withdrawn"] <= c["submitted"],
+           "%s: jobs.%s completed + cancelled + withdrawn <= submitted" % (when, cls), repr(c))
         ok(c["queued_us_max"] <= c["queued_us_total"] and
            c["running_us_max"] <= c["running_us_total"],
            "%s: jobs.%s each max <= its total" % (when, cls), repr(c))

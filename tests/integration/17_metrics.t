@@ -42,6 +42,7 @@ FAMILIES = {
     "unclog_jobs_submitted_total": "counter",
     "unclog_jobs_completed_total": "counter",
     "unclog_jobs_cancelled_total": "counter",
+    "unclog_jobs_withdrawn_total": "counter",
     "unclog_job_cost_bytes_total": "counter",
     "unclog_job_queue_wait_seconds": "histogram",
     "unclog_job_run_seconds": "histogram",

@@ -8,6 +8,11 @@
 # share) and 127.0.0.3's download runs to its end while the ten still read
 # nothing; when they read, their files are byte-exact: what was given back
 # was read again. Counters and bytes, not timings.
+#
+# Then a stalled response whose next fill still waits in the pool's queue
+# (one bulk thread, a slow emulated disk): it takes that fill back (it
+# never ran, it is counted withdrawn, neither completed nor cancelled) and
+# gives its slots way; read at last, its file is byte-exact.
 import time
 
 from harness import MiB, Conn, Server, is_, ok, poll, random_bytes, run
@@ -28,7 +33,7 @@ def ledger(srv):
     return {r["client"]: r["memory_held"] for r in rows}, stats["memory"]["held"]
 
 
-def main():
+def gives_way():
     data = random_bytes(SIZE, 63)
     args = ["--max-buffer-memory", "8m", "--file-cache", "off", "--loop-reads", "off",
             "--send-buffer", "4k"]
@@ -71,6 +76,57 @@ def main():
         metrics = srv.request("GET", "/metrics").body.decode()
         ok("unclog_buffer_memory_given_back_total %d" % m["given_back"] in metrics.splitlines(),
            "/metrics has the same counter")
+
+
+def withdrawn_fills():
+    """Eight stalled downloads of 127.0.0.2 under a 16 MiB budget each
+    fill their first slot and then their second, one read at a time on
+    the pool's one bulk thread, each read 200 ms: while the second reads
+    wait in the gateway's queue, 127.0.0.3 asks."""
+    data = random_bytes(SIZE, 64)
+    args = ["--max-buffer-memory", "16m", "--file-cache", "off", "--loop-reads", "off",
+            "--send-buffer", "4k", "--threads", "2", "--emulate-disk", "200ms"]
+    with Server(files={"big.bin": data}, args=args) as srv:
+        stalled = [Conn(srv.port, source="127.0.0.2", rcvbuf=4096) for _ in range(8)]
+        for c in stalled:
+            c.request("GET", "/big.bin")
+
+        def full_and_queued():
+            st = srv.stats()
+            return st["memory"]["held"] == 16 * MiB and st["scheduler"]["waiting_bulk"] >= 2
+        ok(poll(full_and_queued),
+           "127.0.0.2's second slots are reserved and their fills wait in the pool's queue",
+           srv.stats()["scheduler"])
+        is_(memory(srv)["fills_withdrawn"], 0, "nobody waits: no fill is withdrawn")
+
+        victim = Conn(srv.port, source="127.0.0.3")
+        victim.request("GET", "/big.bin")
+        ok(poll(lambda: memory(srv)["fills_withdrawn"] > 0),
+           "127.0.0.3 asks: queued fills of 127.0.0.2 are taken back: %d" % memory(srv)["fills_withdrawn"], memory(srv))
+        m = memory(srv)
+        ok(m["given_back"] >= m["fills_withdrawn"],
+           "and their responses gave their slots back", m)
+        head = victim.read_head()
+        body = victim.read_exact(int(head.header("content-length")))
+        ok(head.status == 200 and body == data, "127.0.0.3's download is whole and byte-exact")
+        victim.close()
+
+        bodies = [c.read_response().body for c in stalled]
+        is_(sum(b != data for b in bodies), 0,
+            "127.0.0.2's downloads, read at last, are byte-exact (their withdrawn fills ran again)")
+        for c in stalled:
+            c.close()
+        ok(poll(lambda: memory(srv)["held"] == 0), "all memory is given back", memory(srv))
+        jobs = srv.stats()["jobs"]["read"]
+        is_(jobs["withdrawn"], memory(srv)["fills_withdrawn"],
+            "jobs.read.withdrawn counts the same fills")
+        is_(jobs["submitted"], jobs["completed"] + jobs["cancelled"] + jobs["withdrawn"],
+            "every read submitted completed, was cancelled or withdrawn: none in flight")
+
+
+def main():
+    gives_way()
+    withdrawn_fills()
 
 
 run(main)
