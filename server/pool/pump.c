@@ -108,6 +108,17 @@ static void stall_remove(struct pump *pump)
     pump->stall_listed = false;
 }
 
+/* PUMP is listed while it might give way: its wire write waits, or a
+ * fill it submitted may still wait in the gateway's queue (can_give_way
+ * asks the gateway, when it matters, whether it still does). */
+static void stall_update(struct pump *pump)
+{
+    if (pump->src != NULL && (pump->wire_busy || pump->filling >= 0))
+        stall_add(pump);
+    else
+        stall_remove(pump);
+}
+
 /* Whether SLOT's buffer holds B (its rest may point into it). */
 static bool in_slot(const struct pump_slot *slot, const uv_buf_t *b)
 {
@@ -126,18 +137,22 @@ static size_t out_rest(const struct pump *pump)
     return slot->bufs[slot->at].len;
 }
 
-/* Whether PUMP may give its slots back now: its socket takes no more (a
- * wire write waits), its slots hold memory of its own, its source can make
- * their bytes again (it rewinds, and has not ended: a file source closes its
- * file after the last piece), and nothing fills a slot, or the fill still
- * waits in the gateway's queue (give_way takes it back: it read nothing). */
+/* Whether PUMP may give its slots back now: its slots hold memory of its
+ * own, its source can make their bytes again (it rewinds, and has not
+ * ended: a file source closes its file after the last piece), and either
+ * its socket takes no more (a wire write waits) and nothing fills a slot,
+ * or its fill still waits in the gateway's queue (give_way takes it back:
+ * it read nothing). A response whose head has not gone may give way only
+ * before anything is framed (its first fill waits). */
 static bool can_give_way(const struct pump *pump)
 {
     const struct pump_source *src = pump->src;
-    return src != NULL && pump->wire_busy && pump->slot_held && !pump->eof && !pump->failed &&
-           !pump->stopping && src->ops->rewind != NULL &&
-           (pump->filling < 0 || gateway_withdrawable(&pump->fill.job)) &&
-           pump->gathering == NULL && pump->head == NULL && out_rest(pump) != SIZE_MAX &&
+    bool queued_fill = pump->filling >= 0 && gateway_withdrawable(&pump->fill.job);
+    bool idle_wire = pump->wire_busy && pump->filling < 0;
+    bool framed = pump->head == NULL || (pump->out == NULL && pump->queued == NULL);
+    return src != NULL && (queued_fill || idle_wire) && pump->slot_held && !pump->eof &&
+           !pump->failed && !pump->stopping && src->ops->rewind != NULL &&
+           pump->gathering == NULL && framed && out_rest(pump) != SIZE_MAX &&
            pump->held > src->held;
 }
 
@@ -178,6 +193,15 @@ static void give_way(struct pump *pump)
     pump->slot_held = false;
     stall_remove(pump);
     give(pump, bytes);
+    if (!pump->wire_busy) {
+        /* No wire write will come back to start the next fill: it asks for
+         * its slot again now, and waits its turn (without pressing others:
+         * this may run inside press). */
+        pump->quiet = true;
+        fill_next(pump);
+        pump->quiet = false;
+        stall_update(pump);
+    }
 }
 
 /* PUMP's socket takes no more, or it just filled a slot while it did not:
@@ -401,7 +425,7 @@ static void pump_on_wire(uv_write_t *req, int status)
 {
     struct pump *pump = container_of(req, struct pump, wire_req);
     pump->wire_busy = false;
-    stall_remove(pump);
+    stall_update(pump);
     if (status < 0) {
         pump->failed = true;
         drop_waiting(pump);
@@ -467,6 +491,7 @@ static void fill_after_work(struct gateway_job *job, int status)
     struct pump *pump = container_of(job, struct pump, fill.job);
     struct pump_slot *slot = &pump->slots[pump->filling];
     pump->filling = -1;
+    stall_update(pump);
     pump->gathering = NULL;
     if (status < 0 || pump->fill.rc < 0 || pump->stopping || pump->failed) {
         slot->busy = false;
@@ -597,7 +622,10 @@ static void fill_next(struct pump *pump)
         slot->busy = false;
         pump->filling = -1;
         pump->failed = true;
+        return;
     }
+    if (src->ops->rewind != NULL)
+        stall_update(pump); /* it may give way while its fill waits */
 }
 
 static void on_granted(struct budget_waiter *w)
@@ -681,7 +709,7 @@ bool pump_reserve(struct pump *pump, size_t bytes)
     pump->wait_start = uv_now(pump->stream->loop);
     /* A response that gave way asks for its slot again: others may give
      * way to it in turn. (Not from a source's ready: no re-entry there.) */
-    if (pump->src->ops->ready == NULL)
+    if (pump->src->ops->ready == NULL && !pump->quiet)
         press(pump->env, pump->flow);
     return false;
 }

@@ -180,9 +180,13 @@ struct pump_env {
  * (budget_gives_way), a response of a client over its fair share whose
  * socket takes no more (its wire write waits) gives back the slots it
  * filled and has not sent, its source rewinds that many bytes, and it
- * reserves again when its client catches up. A source that cannot rewind
+ * reserves again when its client catches up. A response whose next fill
+ * still waits in the pool's queue takes it back and gives way too, its
+ * socket busy or not (not: it asks for its slot again at once). A source
+ * that cannot rewind
  * (a deflate) keeps its slots and writes each whole with uv_write. The
- * responses whose wire write waits are listed here, the server's.
+ * responses whose wire write waits, or whose fill may, are listed here,
+ * the server's.
  * docs/design/memory.md has more. */
 #define PUMP_WIRE ((size_t)2 << 10)
 struct pump_stalled {
@@ -260,6 +264,7 @@ struct pump {
     char wire[PUMP_WIRE];
     struct pump *stall_prev, *stall_next; /* in env->stalled while wire_busy */
     bool stall_listed;
+    bool quiet;      /* re-reserving from inside give_way: no press */
     uint64_t reread; /* bytes given back that the next fills read again */
 };
 

@@ -12,7 +12,9 @@
 # Then a stalled response whose next fill still waits in the pool's queue
 # (one bulk thread, a slow emulated disk): it takes that fill back (it
 # never ran, it is counted withdrawn, neither completed nor cancelled) and
-# gives its slots way; read at last, its file is byte-exact.
+# gives its slots way; read at last, its file is byte-exact. A response
+# whose first fill waits so (nothing sent yet, its socket idle) gives way
+# too, and asks for its slot again at once.
 import time
 
 from harness import MiB, Conn, Server, is_, ok, poll, random_bytes, run
@@ -124,9 +126,46 @@ def withdrawn_fills():
             "every read submitted completed, was cancelled or withdrawn: none in flight")
 
 
+def withdrawn_first_fills():
+    """Sixteen downloads of 127.0.0.2 (2 MiB: two pieces each, so that
+    reading them all at last stays well inside send_timeout) hold the whole
+    16 MiB budget, one slot each, their first reads waiting one after another for the pool's
+    one bulk thread (300 ms each): 127.0.0.3 asks while most of them have
+    sent nothing yet."""
+    data = random_bytes(2 * MiB, 65)
+    args = ["--max-buffer-memory", "16m", "--file-cache", "off", "--loop-reads", "off",
+            "--send-buffer", "4k", "--threads", "2", "--emulate-disk", "300ms"]
+    with Server(files={"big.bin": data}, args=args) as srv:
+        stalled = [Conn(srv.port, source="127.0.0.2", rcvbuf=4096) for _ in range(16)]
+        for c in stalled:
+            c.request("GET", "/big.bin")
+
+        def queued():
+            st = srv.stats()
+            return st["memory"]["held"] == 16 * MiB and st["scheduler"]["waiting_bulk"] >= 8
+        ok(poll(queued), "127.0.0.2 holds the budget, its first reads wait in the pool's queue",
+           srv.stats()["scheduler"])
+        victim = Conn(srv.port, source="127.0.0.3")
+        victim.request("GET", "/big.bin")
+        ok(poll(lambda: memory(srv)["fills_withdrawn"] > 0),
+           "127.0.0.3 asks: first fills of 127.0.0.2 are taken back: %d"
+           % memory(srv)["fills_withdrawn"], memory(srv))
+        head = victim.read_head()
+        body = victim.read_exact(int(head.header("content-length")))
+        ok(head.status == 200 and body == data, "127.0.0.3's download is whole and byte-exact")
+        victim.close()
+        bodies = [c.read_response().body for c in stalled]
+        is_(sum(b != data for b in bodies), 0,
+            "127.0.0.2's downloads, read at last, are byte-exact")
+        for c in stalled:
+            c.close()
+        ok(poll(lambda: memory(srv)["held"] == 0), "all memory is given back", memory(srv))
+
+
 def main():
     gives_way()
     withdrawn_fills()
+    withdrawn_first_fills()
 
 
 run(main)
