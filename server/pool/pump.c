@@ -156,6 +156,8 @@ static bool can_give_way(const struct pump *pump)
            pump->held > src->held;
 }
 
+static void drop_waiting(struct pump *pump);
+
 /* PUMP gives back every slot it filled and has not sent (the bytes in the
  * wire write go on): its source rewinds over them, and the next fill
  * reserves a slot again and reads them anew. */
@@ -171,18 +173,8 @@ static void give_way(struct pump *pump)
         pump->filling = -1;
         b->fills_withdrawn++;
     }
-    size_t unsent = out_rest(pump);
-    struct pump_slot *slots[2] = {pump->out, pump->queued};
-    for (int i = 0; i < 2; i++) {
-        if (slots[i] == NULL)
-            continue;
-        if (slots[i]->turn.item.node.queued)
-            pump_sender_drop(pump->env->sender, &slots[i]->turn);
-        slots[i]->busy = false;
-    }
-    if (pump->queued != NULL)
-        unsent += pump->queued->len;
-    pump->out = pump->queued = NULL;
+    size_t unsent = out_rest(pump) + (pump->queued != NULL ? pump->queued->len : 0);
+    drop_waiting(pump);
     if (unsent > 0)
         pump->src->ops->rewind(pump->src, unsent);
     pump->reread += unsent;
@@ -235,8 +227,6 @@ static void press(const struct pump_env *env, uint64_t client)
 }
 
 /* ---- handing slots to the socket ------------------------------------------ */
-
-static void drop_waiting(struct pump *pump);
 
 /* Ends the response once nothing is in flight; FAILED responses report an error. */
 static void finish_if_idle(struct pump *pump)
