@@ -30,44 +30,73 @@ static struct budget_waiter *waiter_of(struct fairq_node *node)
     return node == NULL ? NULL : container_of(node, struct budget_waiter, node);
 }
 
-/* Whether bucket I may take BYTES more: always while no other client
- * waits, or while it holds nothing; else within its share, the budget over
- * the clients holding or waiting (I among them). */
+/* The budget over the clients holding or waiting: each one's fair share. */
 static size_t share_of(const struct budget *b)
 {
-    size_t clients = 0;
-    for (size_t j = 0; j < BUDGET_BUCKETS; j++)
-        clients += b->bucket_held[j] > 0 || b->bucket_waiting[j] > 0;
-    return b->max / (clients ? clients : 1);
+    return b->max / (b->clients ? b->clients : 1);
 }
 
+/* Bucket I holds or waits: it counts among the clients sharing. */
+static bool counted(const struct budget *b, uint32_t i)
+{
+    return b->bucket_held[i] > 0 || b->bucket_waiting[i] > 0;
+}
+
+/* Bucket I's holding or waiting changes by HELD and WAITING (either may
+ * be negative): the count of clients follows. */
+static void change(struct budget *b, uint32_t i, long long held, int waiting)
+{
+    bool was = counted(b, i);
+    b->bucket_held[i] += (size_t)held;
+    b->bucket_waiting[i] += (size_t)(long long)waiting;
+    b->clients += (size_t)((long long)counted(b, i) - was);
+}
+
+/* Whether bucket I, taking BYTES more, stays within its share: it holds
+ * nothing yet (a first reservation larger than a share must not starve),
+ * or what it holds and BYTES fit in the share. */
+static bool within_share(const struct budget *b, uint32_t i, size_t bytes)
+{
+    size_t share = share_of(b), held = b->bucket_held[i];
+    return held == 0 || (held <= share && bytes <= share - held);
+}
+
+/* Whether bucket I may take BYTES more: always while no other client
+ * waits, else within its share. */
 static bool fair(const struct budget *b, uint32_t i, size_t bytes)
 {
-    if (b->waiting == b->bucket_waiting[i] || b->bucket_held[i] == 0)
-        return true;
-    size_t share = share_of(b);
-    return b->bucket_held[i] <= share && bytes <= share - b->bucket_held[i];
+    return b->waiting == b->bucket_waiting[i] || within_share(b, i, bytes);
 }
 
-uint64_t budget_givers(const struct budget *b)
+/* Whether a client waits whose next reservation is within its share:
+ * someone others give way to. A waiter past its share is given nothing
+ * by others (it waits for memory set free by progress), so that clients
+ * all at their share do not hand memory round and round. */
+static bool needy(const struct budget *b)
 {
-    if (b->waiting == 0)
-        return 0;
-    size_t share = share_of(b);
-    uint64_t givers = 0;
-    for (uint32_t i = 0; i < BUDGET_BUCKETS; i++) {
-        if (b->bucket_held[i] > share && b->waiting > b->bucket_waiting[i])
-            givers |= (uint64_t)1 << i;
+    const struct budget_lane *lanes[2] = {&b->small, &b->big};
+    for (int l = 0; l < 2; l++) {
+        const struct fairq *q = &lanes[l]->queue;
+        for (int32_t i = fairq_first(q); i != FAIRQ_NONE; i = fairq_next(q, (uint32_t)i)) {
+            const struct budget_waiter *w = waiter_of(fairq_oldest(q, (uint32_t)i));
+            if (within_share(b, (uint32_t)i, w->bytes))
+                return true;
+        }
     }
-    return givers;
+    return false;
+}
+
+size_t budget_give_above(const struct budget *b)
+{
+    return b->waiting > 0 && needy(b) ? share_of(b) : SIZE_MAX;
 }
 
 bool budget_gives_way(const struct budget *b, uint64_t client)
 {
     uint32_t i = bucket_of(client);
-    if (b->waiting == b->bucket_waiting[i])
+    if (b->waiting == 0 || b->bucket_held[i] <= share_of(b))
         return false;
-    return b->bucket_held[i] > share_of(b);
+    return budget_gives(b, budget_give_above(b), client);
 }
 
 /* Whether BYTES fit now, beside what is held and kept: within the budget,
@@ -90,7 +119,7 @@ static void hold(struct budget *b, uint64_t client, size_t bytes)
 {
     if (b->told != NULL)
         b->told(b->told_arg, client, bytes, true);
-    b->bucket_held[bucket_of(client)] += bytes;
+    change(b, bucket_of(client), (long long)bytes, 0);
     b->held += bytes;
     if (b->held > b->peak)
         b->peak = b->held;
@@ -147,7 +176,7 @@ static void grant(struct budget *b)
             return;
         struct budget_waiter *w = waiter_of(fairq_serve(&lane->queue));
         b->waiting--;
-        b->bucket_waiting[bucket_of(w->client)]--;
+        change(b, bucket_of(w->client), 0, -1);
         hold(b, w->client, w->bytes);
         w->granted(w);
     }
@@ -171,7 +200,7 @@ bool budget_take(struct budget *b, struct budget_waiter *w, size_t bytes,
     w->granted = granted;
     fairq_push(&lane->queue, &w->node, w->client);
     b->waiting++;
-    b->bucket_waiting[bucket_of(w->client)]++;
+    change(b, bucket_of(w->client), 0, 1);
     b->waits++;
     return false;
 }
@@ -209,7 +238,7 @@ void budget_give(struct budget *b, uint64_t client, size_t bytes)
 {
     if (b->told != NULL)
         b->told(b->told_arg, client, bytes, false);
-    b->bucket_held[bucket_of(client)] -= bytes;
+    change(b, bucket_of(client), -(long long)bytes, 0);
     b->held -= bytes;
     grant(b);
 }
@@ -220,7 +249,7 @@ void budget_cancel(struct budget *b, struct budget_waiter *w)
         return;
     fairq_remove(&lane_of(b, w->bytes)->queue, &w->node);
     b->waiting--;
-    b->bucket_waiting[bucket_of(w->client)]--;
+    change(b, bucket_of(w->client), 0, -1);
     /* Whoever waited behind W may fit now. */
     grant(b);
 }

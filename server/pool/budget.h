@@ -39,7 +39,7 @@
  * Pure: no libuv, no clock; one per server, on its loop. */
 
 #define BUDGET_SMALL   ((size_t)128 << 10)
-#define BUDGET_BUCKETS 64
+#define BUDGET_BUCKETS 1024 /* a power of two */
 
 struct budget_waiter {
     struct fairq_node node; /* in its lane; node.queued: it waits */
@@ -60,6 +60,7 @@ struct budget {
     size_t max, held, peak;
     struct budget_lane small, big; /* each round robin across clients */
     size_t waiting;                /* in the lanes now */
+    size_t clients;                /* buckets holding or waiting: the share's divisor */
     /* by bucket of clients: what each holds and how many of it wait */
     size_t bucket_held[BUDGET_BUCKETS];
     size_t bucket_waiting[BUDGET_BUCKETS];
@@ -101,19 +102,22 @@ bool budget_try(struct budget *b, uint64_t client, size_t bytes);
  * fit. */
 void budget_give(struct budget *b, uint64_t client, size_t bytes);
 
-/* Whether a response of CLIENT should give way: another client waits,
- * and CLIENT's bucket holds beyond its fair share (the budget over the
- * clients holding or waiting). False while nobody else waits: the budget
- * is work-conserving. */
+/* Whether a response of CLIENT should give way: another client waits
+ * whose next reservation is within its fair share (the budget over the
+ * clients holding or waiting; a client holding nothing is always within),
+ * and CLIENT's bucket holds beyond its share. False while nobody waits:
+ * the budget is work-conserving; false too while every waiter is past its
+ * share: memory is not handed round among clients all at their share. */
 bool budget_gives_way(const struct budget *b, uint64_t client);
 
-/* The buckets whose clients give way now (budget_gives_way), one bit
- * each: worked out once for a walk over many responses. */
-uint64_t budget_givers(const struct budget *b);
+/* What a client's bucket may hold and not give way now (budget_gives_way):
+ * the fair share, or SIZE_MAX when nobody needs anything given. Worked out
+ * once for a walk over many responses. */
+size_t budget_give_above(const struct budget *b);
 
-static inline bool budget_gives(uint64_t givers, uint64_t client)
+static inline bool budget_gives(const struct budget *b, size_t above, uint64_t client)
 {
-    return givers >> fairq_bucket_of(client, BUDGET_BUCKETS) & 1;
+    return b->bucket_held[fairq_bucket_of(client, BUDGET_BUCKETS)] > above;
 }
 
 /* Takes a queued W out of its queue; nothing was taken for it. */

@@ -208,19 +208,20 @@ static void maybe_give_way(struct pump *pump)
 
 /* Another client waits for the budget, CLIENT among them (or 0: any): the
  * stalled responses of clients over their fair share give way, until no
- * other client waits. Never those of CLIENT itself. */
+ * other client waits within its share (budget_gives_way). Never those of
+ * CLIENT itself. */
 static void press(const struct pump_env *env, uint64_t client)
 {
     if (env->stalled == NULL)
         return;
     /* Worked out again only after a response gave way: a walk over
      * thousands of stalled responses costs a bit test each. */
-    uint64_t givers = budget_givers(env->budget);
-    for (struct pump *p = env->stalled->first; p != NULL && givers != 0;) {
+    size_t above = budget_give_above(env->budget);
+    for (struct pump *p = env->stalled->first; p != NULL && above != SIZE_MAX;) {
         struct pump *next = p->stall_next;
-        if (p->flow != client && budget_gives(givers, p->flow) && can_give_way(p)) {
+        if (p->flow != client && budget_gives(env->budget, above, p->flow) && can_give_way(p)) {
             give_way(p); /* may grant others, but removes only P from the list */
-            givers = budget_givers(env->budget);
+            above = budget_give_above(env->budget);
         }
         p = next;
     }

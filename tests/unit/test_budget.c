@@ -286,9 +286,9 @@ static void test_gives_way(void)
     ok(!budget_take(&b, &v, 1 * M, on_granted), "client 2's 1M waits");
     ok(budget_gives_way(&b, 1), "now client 1, over its share of 1M, gives way");
     ok(!budget_gives_way(&b, 2), "client 2, holding nothing, does not");
-    uint64_t givers = budget_givers(&b);
-    ok(budget_gives(givers, 1) && !budget_gives(givers, 2),
-       "budget_givers: client 1's bucket alone");
+    size_t above = budget_give_above(&b);
+    ok(budget_gives(&b, above, 1) && !budget_gives(&b, above, 2),
+       "budget_give_above: client 1's bucket alone");
     budget_give(&b, 1, 1 * M);
     is_int(granted_n, 1, "client 1 gives 1M back: client 2 is granted");
     is_int(order_client[0], 2, "client 2 first");
@@ -306,9 +306,41 @@ static void test_gives_way(void)
     budget_give(&b, 2, M / 2);
 }
 
+/* Clients all at their share hand nothing round: a waiter past its share
+ * makes nobody give way (else each give is granted to a client that then
+ * gives way in turn, without end); a waiter within its share does. */
+static void test_gives_way_needy(void)
+{
+    struct budget b;
+    struct budget_waiter w1 = {.client = 1}, w2 = {.client = 2}, w3 = {.client = 3};
+    budget_init(&b, 4 * M);
+    granted_n = 0;
+    ok(budget_try(&b, 1, 2 * M) && budget_try(&b, 2, 2 * M), "two clients hold 2M each");
+    ok(!budget_take(&b, &w1, 1 * M, on_granted) && !budget_take(&b, &w2, 1 * M, on_granted),
+       "and each waits for 1M more");
+    ok(!budget_gives_way(&b, 1) && !budget_gives_way(&b, 2),
+       "each at its share of 2M, waiting past it: nobody gives way");
+    is_int(budget_give_above(&b) == SIZE_MAX, 1, "budget_give_above: nobody needs anything");
+    ok(!budget_take(&b, &w3, 1 * M, on_granted), "a third client's first 1M waits");
+    ok(budget_gives_way(&b, 1) && budget_gives_way(&b, 2),
+       "it holds nothing: both, over the share of 4M/3, give way");
+    budget_give(&b, 1, 1 * M);
+    is_int(granted_n, 1, "client 1 gives 1M back: one grant");
+    is_int(order_client[0], 3, "to the third client, within its share");
+    ok(!budget_gives_way(&b, 2), "then everyone who waits is past the share: nobody gives way");
+    budget_cancel(&b, &w1);
+    budget_cancel(&b, &w2);
+    budget_give(&b, 1, 1 * M);
+    budget_give(&b, 2, 2 * M);
+    budget_give(&b, 3, 1 * M);
+    is_int(b.held, 0, "all given back");
+    is_int(b.clients, 0, "and no client counted");
+}
+
 int main(void)
 {
     test_gives_way();
+    test_gives_way_needy();
     test_fair_share();
     test_fifo();
     test_cancel_and_big();
