@@ -31,6 +31,7 @@ static void log_refusal(struct conn_env *env, const struct addr_prefix *client,
     addr_prefix_format(client, text, sizeof text);
     log_warn("max_connections (%u) reached: 503 to %s (%s)", (*env->cfg)->max_connections, text,
              why == CLIENTS_TOP_CLIENT ? "its client holds the most connections"
+             : why == CLIENTS_SHARE    ? "its client holds its share of connections"
                                        : "nobody holds two more connections than its client");
 }
 

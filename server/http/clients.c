@@ -171,6 +171,7 @@ int clients_join(struct clients *t, struct client_link *l, uint64_t id,
         c->heap_at = t->nheap - 1;
     }
     sift_up(t, c->heap_at);
+    t->counted++;
     if (t->conns[b]++ == 0)
         cb->refused = cb->evicted = 0; /* a new holder: its own counts */
     cb->addr = *addr;
@@ -214,6 +215,7 @@ static void uncount(struct clients *t, struct client_link *l)
         return;
     l->counted = false;
     t->conns[l->bucket]--;
+    t->counted--;
     if (--c->conns == 0)
         heap_remove(t, c);
     else
@@ -278,12 +280,20 @@ struct client_link *clients_make_room(struct clients *t, uint64_t id,
     uint32_t held = own != NULL ? own->conns : 0;
     struct client *top = t->nheap > 0 ? t->heap[0] : NULL;
     uint32_t most = top != NULL ? top->conns : 0;
-    if (top != NULL && most >= held + 2) {
+    /* The connections over the clients holding them, the newcomer's among
+     * them: a client at its share takes none from another, so clients
+     * that all hold about their share refuse each other's newcomers
+     * rather than close each other's connections in turn. */
+    uint32_t clients = t->nheap + (held == 0);
+    bool within = (uint64_t)held * clients < t->counted;
+    if (top != NULL && within && most >= held + 2) {
         struct client_link *l = first_of(top, CLIENT_BUSY);
         if (l != NULL)
             return evict(t, l, CLIENTS_FOR_LIMIT);
     }
-    *why = held >= 1 && held + 1 >= most ? CLIENTS_TOP_CLIENT : CLIENTS_FULL;
+    *why = held >= 1 && held + 1 >= most ? CLIENTS_TOP_CLIENT
+           : within                      ? CLIENTS_FULL
+                                         : CLIENTS_SHARE;
     t->bucket[bucket_of(id)].refused++;
     t->refused[*why]++;
     return NULL;
@@ -352,8 +362,9 @@ static const struct snap_def refused_reason_def = {
     .kind = SNAP_COUNTER,
     .name_label = "reason",
     .help = "Connections answered 503 and closed at max_connections, by reason: top_client (the "
-            "newcomer's client held about the most connections), full (nobody held an idle "
-            "connection to give up for it)."};
+            "newcomer's client held about the most connections), share (it held its share, the "
+            "connections over the clients holding them, or more), full (nobody held two more than "
+            "its client)."};
 static const struct snap_def evicted_def = {.key = "evicted", .merge = SNAP_TOTAL}; /* as refused */
 static const struct snap_def evicted_reason_def = {
     .metric = "unclog_connections_evicted_total",
@@ -444,7 +455,7 @@ static const struct snap_def top_memory_def = {
     .metric = "unclog_top_client_memory_held_bytes",
     .help = "Buffer memory (max_buffer_memory) the responses of the client at this rank hold now.",
     .merge = SNAP_OWN};
-static const char *const refusal_names[CLIENTS_REFUSALS] = {"full", "top_client"};
+static const char *const refusal_names[CLIENTS_REFUSALS] = {"full", "top_client", "share"};
 static const char *const eviction_names[CLIENTS_EVICTIONS] = {"max_connections", "fds"};
 /* [CLIENT_NONE] is never counted: an evicted connection was in a list. */
 static const char *const class_names[CLIENT_CLASSES] = {"-", "idle", "late_head", "slow", "busy"};

@@ -75,6 +75,7 @@ struct client_link {
 enum clients_refusal {
     CLIENTS_FULL,       /* at the limit, and nobody holds two more than the newcomer's client */
     CLIENTS_TOP_CLIENT, /* at the limit, and the newcomer's client holds (about) the most */
+    CLIENTS_SHARE,      /* at the limit, and the newcomer's client holds its share or more */
     CLIENTS_REFUSALS
 };
 enum clients_eviction {
@@ -137,6 +138,7 @@ struct clients {
      * who gives way is its root. Owned, grown as needed, freed when empty. */
     struct client **heap;
     uint32_t nheap, heap_cap;
+    uint32_t counted; /* connections counted for a client: the sum of conns[] */
 };
 
 /* Counts the connection L of client ID (the masked address ADDR, shown by
@@ -162,7 +164,8 @@ void clients_set_class(struct clients *t, struct client_link *l, enum client_cla
  * from then on, though it closes later, so that a burst of newcomers in
  * one poll stops at that swap. Else returns NULL, the refusal counted and
  * its reason in *WHY: TOP_CLIENT when client ID holds at least one
- * connection and no fewer than the top less one, else FULL. Costs a look
+ * connection and no fewer than the top less one, else SHARE when it holds
+ * its share or more, else FULL. Costs a look
  * along ID's bucket and the head of a list. */
 struct client_link *clients_make_room(struct clients *t, uint64_t id,
                                       const struct addr_prefix *addr, enum clients_refusal *why);

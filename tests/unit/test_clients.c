@@ -327,6 +327,18 @@ static void test_make_room(void)
     ok(make_room(id[3], &why) == NULL && why == CLIENTS_FULL,
        "one idle connection each: D is refused, full");
     ok(make_room(id[0], &why) == NULL && why == CLIENTS_TOP_CLIENT, "and A's second: top_client");
+
+    /* Clients on many addresses, each about at its share, do not close
+     * each other's connections in turn: one at its share is refused even
+     * when the top holds two more; one below it still gets in. */
+    reset();
+    int holds[4] = {5, 3, 3, 1}; /* 12 over 4 clients: a share of 3 */
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < holds[i]; k++)
+            join(&table, id[i], true);
+    ok(make_room(id[1], &why) == NULL && why == CLIENTS_SHARE,
+       "B at its share (3 of 12 over 4) is refused, share, though A holds two more");
+    ok(make_room(id[3], &why) != NULL, "D, below its share (1), gets one of A's");
 }
 
 /* Newcomers in one poll: an evicted connection closes only when the loop
