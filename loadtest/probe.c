@@ -39,7 +39,9 @@
  *
  * For the attacks between clients: --from binds every connection to a
  * source address in 127/8 (or 192.0.2.0/24), so that the server sees
- * distinct clients;
+ * distinct clients (several, comma-separated: connection slot i binds to
+ * the (i mod n)-th, so that one process, one CPU's worth of load, attacks
+ * from many addresses);
  * --files K replaces the path's '*' with 0 .. K-1 in turn (a flood over K
  * distinct files); --close asks for a new connection per request.
  */
@@ -146,7 +148,8 @@ struct probe {
     long flood_ok, flood_errors, refused; /* refused: 503 answers */
     long server_closed;                   /* connections the server ended */
     long file_next;                       /* --files: the next number */
-    struct sockaddr_in from;
+    struct sockaddr_in *from;             /* --from's addresses, nfrom of them */
+    int nfrom;
     /* --every: what ended since the last progress line */
     uv_timer_t every;
     uint64_t win_start_ns, win_bytes;
@@ -184,7 +187,7 @@ static void usage(FILE *out)
             "  --host ADDR      the server's address: 127.x.y.z (default 127.0.0.1) or\n"
             "                   192.0.2.x (the test hosts of make loadtest-cluster)\n"
             "  --from ADDR      bind connections to this source address (127.x.y.z or\n"
-            "                   192.0.2.x)\n"
+            "                   192.0.2.x); ADDR,ADDR,...: connection i to the (i mod n)-th\n"
             "  --files K        the path's '*' becomes 0 .. K-1 in turn: K distinct files\n"
             "  --close          Connection: close on each request (a new connection each)\n");
 }
@@ -491,7 +494,33 @@ static int bind_from(struct conn *c)
     int one = 1;
     if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
         setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-    return uv_tcp_bind(&c->tcp, (const struct sockaddr *)&c->probe->from, 0);
+    const struct probe *p = c->probe;
+    return uv_tcp_bind(&c->tcp, (const struct sockaddr *)&p->from[c->slot % p->nfrom], 0);
+}
+
+/* --from's comma-separated addresses into p->from. Returns 0, or -1 with
+ * the error printed. */
+static int parse_from(struct probe *p)
+{
+    p->nfrom = 1;
+    for (const char *s = p->opt.from; *s != '\0'; s++)
+        p->nfrom += *s == ',';
+    p->from = calloc((size_t)p->nfrom, sizeof *p->from);
+    if (p->from == NULL)
+        return -1;
+    const char *s = p->opt.from;
+    for (int i = 0; i < p->nfrom; i++) {
+        size_t len = strcspn(s, ",");
+        char one[64] = "";
+        if (len < sizeof one)
+            memcpy(one, s, len);
+        if (len >= sizeof one || uv_ip4_addr(one, 0, &p->from[i]) < 0) {
+            fprintf(stderr, "probe: --from %.*s: not an IPv4 address\n", (int)len, s);
+            return -1;
+        }
+        s += len + (s[len] == ',');
+    }
+    return 0;
 }
 
 /* Opens a connection in SLOT, which is free; returns NULL on error. */
@@ -1085,10 +1114,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "probe: --host %s: not an IPv4 address\n", p->opt.host);
         return 2;
     }
-    if (p->opt.from != NULL && uv_ip4_addr(p->opt.from, 0, &p->from) < 0) {
-        fprintf(stderr, "probe: --from %s: not an IPv4 address\n", p->opt.from);
+    if (p->opt.from != NULL && parse_from(p) < 0)
         return 2;
-    }
     bool flood = p->opt.mode == MODE_FLOOD || p->opt.mode == MODE_HOG;
     p->total = flood ? 1 : (long)(p->opt.rate * p->opt.duration);
     p->total = p->total < 1 ? 1 : p->total;
@@ -1145,6 +1172,7 @@ int main(int argc, char **argv)
     free(p->samples);
     free(p->backlog);
     free(p->slots);
+    free(p->from);
     free(p->reopen_ns);
     free(p->win);
     free(p->request.base);
