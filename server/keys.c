@@ -82,7 +82,7 @@ static const struct config_key core_keys[] = {
      "4096", "N",
      "connections served at once; at the limit the client holding the most gives way: for a "
      "newcomer its idle connection closes, else a late head, a slow one (min_rate) or its "
-     "longest busy one; its own new ones get 503",
+     "longest busy one; its own new ones get 503. The admin door's are apart (64 at most)",
      CONFIG_RELOAD, NULL},
     {"client_prefix", CONFIG_PREFIX, CONFIG_FIELD(struct config, client_prefix), 0, 0, "32,64",
      "V4,V6",

@@ -185,7 +185,11 @@ static void accept_batch(struct server *srv, int listen_fd, bool admin)
             srv->accept_paused = false;
         }
         const struct sockaddr *peer = (const struct sockaddr *)&addr;
-        bool full = srv->active >= srv->cfg->max_connections;
+        if (admin && srv->admin_active >= CONN_ADMIN_MAX) {
+            conn_refuse_admin(&srv->conn_env, fd);
+            continue;
+        }
+        bool full = !admin && srv->active >= srv->cfg->max_connections;
         /* The admin door takes no PROXY header: its peers are its own. */
         bool later = full && !admin && admit_at_header(srv, peer);
         if (full && !later && !make_room(srv, fd, peer))
@@ -196,7 +200,7 @@ static void accept_batch(struct server *srv, int listen_fd, bool admin)
             log_warn("accept: %s", uv_strerror(rc));
             continue;
         }
-        srv->active++; /* until the connection's gone */
+        *(admin ? &srv->admin_active : &srv->active) += 1; /* until the connection's gone */
         srv->accepted++;
     }
 }

@@ -201,7 +201,7 @@ static void connections_stats(const struct server *srv, const struct clients_pee
                               unsigned npeers, struct snapshot *s)
 {
     snap_open(s, "connections", NULL);
-    snap_add(s, &conn_active, srv->active);
+    snap_add(s, &conn_active, srv->active + srv->admin_active);
     snap_add(s, &conn_accepted, srv->accepted);
     snap_add(s, &conn_max, srv->cfg->max_connections);
     clients_stats(&srv->clients, uv_now(srv->loop), peers, npeers, s);

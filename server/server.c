@@ -119,11 +119,11 @@ static void server_finish(struct server *srv)
     close_core(srv);
 }
 
-void server_conn_gone(struct server *srv)
+void server_conn_gone(struct server *srv, bool admin)
 {
-    srv->active--;
+    *(admin ? &srv->admin_active : &srv->active) -= 1;
     srv->freed_since_tick++;
-    if (srv->stopping && srv->active == 0)
+    if (srv->stopping && srv->active + srv->admin_active == 0)
         server_finish(srv);
 }
 
@@ -140,7 +140,7 @@ void server_stop(struct server *srv)
     uv_unref((uv_handle_t *)&srv->sigterm);
     uv_unref((uv_handle_t *)&srv->sighup);
     conn_stop_all(&srv->conn_env, false);
-    if (srv->active == 0)
+    if (srv->active + srv->admin_active == 0)
         server_finish(srv);
 }
 

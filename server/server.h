@@ -87,7 +87,12 @@ struct server {
     size_t root_len;
     char date[32];    /* "Sun, 06 Nov 1994 08:49:37 GMT", for date_time */
     time_t date_time; /* the second date[] shows */
-    uint64_t accepted, active, requests;
+    uint64_t accepted, requests;
+    /* Connections served now, the public listener's (max_connections) and
+     * the admin door's (CONN_ADMIN_MAX at most, apart: a
+     * scraper or the dashboard at max_connections neither takes a client's
+     * connection nor is refused). */
+    uint64_t active, admin_active;
     uint64_t bytes_sent; /* response body bytes handed to the kernel, as they go */
     struct route_row route_rows[SERVER_ROUTES_MAX];
     unsigned nroute_rows;
@@ -185,7 +190,8 @@ void server_stop(struct server *srv);
 /* The Date header's value for the current second (formatted once per second). */
 const char *server_date(struct server *srv);
 
-/* A connection it counted as active has been freed (its conn_env's gone). */
-void server_conn_gone(struct server *srv);
+/* A connection it counted as active (ADMIN: on the admin door) has been
+ * freed (its conn_env's gone). */
+void server_conn_gone(struct server *srv, bool admin);
 
 #endif

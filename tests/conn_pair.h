@@ -46,7 +46,7 @@ static void pair_response_done(struct server *owner, const struct route *r, int 
 {
 }
 
-static void pair_conn_gone(struct server *owner)
+static void pair_conn_gone(struct server *owner, bool admin)
 {
     pair_gone++;
 }

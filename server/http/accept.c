@@ -45,6 +45,14 @@ void conn_refuse(struct conn_env *env, int fd, const struct addr_prefix *client,
     log_refusal(env, client, why);
 }
 
+void conn_refuse_admin(struct conn_env *env, int fd)
+{
+    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+    if ((*env->refused_logged)++ == 0)
+        log_warn("admin door: %u connections open: 503", CONN_ADMIN_MAX);
+}
+
 /* C came at max_connections and its client, CLIENT, is refused: it gets
  * what a direct connection of that client gets at the accept (conn_refuse),
  * through the balancer, and closes at once, so that it holds no slot
@@ -178,7 +186,8 @@ static int accept_fd(struct conn_env *env, int fd, bool at_limit, bool admin)
         return rc;
     }
     c->at_limit = at_limit && c->proxy_peer;
-    rc = clients_join(env->clients, &c->client, c->flow, &client);
+    /* The admin door's connections are no client's (conn.h's CONN_ADMIN_MAX). */
+    rc = admin ? 0 : clients_join(env->clients, &c->client, c->flow, &client);
     if (rc < 0) {
         conn__close(c, false); /* the socket is the handle's now: it closes with it */
         return rc;

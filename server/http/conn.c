@@ -161,7 +161,7 @@ void conn__maybe_free(struct conn *c)
     pump_free(&c->pump);
     free(c->body);
     struct conn_env *env = c->env;
-    bool served = c->pprev != NULL;
+    bool served = c->pprev != NULL, admin = c->admin;
     if (served) {
         *c->pprev = c->next;
         if (c->next != NULL)
@@ -170,7 +170,7 @@ void conn__maybe_free(struct conn *c)
     }
     free(c);
     if (served)
-        env->gone(env->owner);
+        env->gone(env->owner, admin);
 }
 
 static void conn_on_close(uv_handle_t *handle)

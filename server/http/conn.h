@@ -111,6 +111,15 @@ int conn_accept(struct conn_env *env, int fd, bool at_limit);
  * socket): never a PROXY header; routed as conn_admin says. */
 int conn_accept_admin(struct conn_env *env, int fd);
 
+/* The admin door serves this many connections at once, counted apart from
+ * max_connections and from the clients (it never takes a client's
+ * connection, nor gives one up); beyond, a short 503. */
+#define CONN_ADMIN_MAX 64
+
+/* The admin door has CONN_ADMIN_MAX connections open: answers FD a short
+ * 503 and closes it, with a warning for the first of each second. */
+void conn_refuse_admin(struct conn_env *env, int fd);
+
 /* At max_connections nobody gives way for FD's connection, of CLIENT (its
  * reason WHY): answers it a short 503 and closes it (takes FD), with a
  * warning for the first of each second. A relayed connection refused once

@@ -114,8 +114,9 @@ struct conn_env {
      * status, body BYTES and latency US from the request's first byte. */
     void (*response_done)(struct server *owner, const struct route *route, int status,
                           uint64_t bytes, uint64_t us);
-    /* A connection conn_accept served has been freed. */
-    void (*gone)(struct server *owner);
+    /* A connection conn_accept (ADMIN: conn_accept_admin) served has been
+     * freed. */
+    void (*gone)(struct server *owner, bool admin);
     /* The server's count of connections served (max_connections), each
      * from its accept until it is freed, and of its 503s at the limit since
      * its last tick (one warning a second): the listener's and a relayed

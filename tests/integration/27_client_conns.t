@@ -6,7 +6,9 @@
 # or slow for a tenth of header_timeout), else a busy one, closes for a
 # newcomer from another client; its own new connection gets 503 (reason
 # top_client). Out of fds the same client gives up an idle connection for
-# whoever waits. Counters and which connection closed, not timings.
+# whoever waits. The watcher asks /stats on the admin door, whose
+# connections count for nobody. Counters and which connection closed, not
+# timings.
 import json
 import select
 import shutil
@@ -57,13 +59,13 @@ def test_hog_gives_way():
     with Server(files=FILES, conf=dict(PATIENT, max_connections=limit)) as srv:
         watch = srv.admin_conn(source=WATCH)  # asks /stats on one connection (the admin door's) throughout
         stats(watch)
-        hog = [srv.conn(source=HOG) for _ in range(limit - 1)]
+        hog = [srv.conn(source=HOG) for _ in range(limit)]
         got = [c.roundtrip("GET", "/x.txt").status for c in hog]
-        is_(got, [200] * (limit - 1), "the hog's %d connections are served" % (limit - 1))
-        ok(poll(lambda: (top(stats(watch), HOG) or {}).get("idle") == limit - 1),
-           "the hog holds %d idle keep-alive connections" % (limit - 1))
+        is_(got, [200] * limit, "the hog's %d connections are served" % limit)
+        ok(poll(lambda: (top(stats(watch), HOG) or {}).get("idle") == limit),
+           "the hog holds %d idle keep-alive connections" % limit)
         st = stats(watch)
-        is_((st["active"], top(st, HOG)["rank"]), (limit, "1"),
+        is_((st["active"], top(st, HOG)["rank"]), (limit + 1, "1"),
             "the server is at max_connections, the hog at the top of top_clients")
 
         newcomer = newcomer_takes_oldest(srv, hog, "idle")
@@ -71,7 +73,7 @@ def test_hog_gives_way():
         is_((st["evicted"], st["evicted_by_reason"]["max_connections"], st["refused"]),
             (1, 1, 0), "/stats: one idle connection evicted for the limit, nothing refused")
         row = top(st, HOG)
-        is_((row["connections"], row["idle"], row["evicted"]), (limit - 2, limit - 2, 1),
+        is_((row["connections"], row["idle"], row["evicted"]), (limit - 1, limit - 1, 1),
             "the hog holds one connection fewer, its eviction counted")
 
         extra = Conn(srv.port, source=HOG)
@@ -119,16 +121,16 @@ def test_late_heads():
         watch = srv.admin_conn(source=WATCH)
         stats(watch)
         hog = []
-        for i in range(limit - 1):  # one at a time: the server accepts them in this order
+        for i in range(limit):  # one at a time: the server accepts them in this order
             hog.append(srv.conn(source=HOG))
             n = len(hog)
             poll(lambda: (top(stats(watch), HOG) or {}).get("connections") == n)
             if i % 2:
                 hog[-1].send(b"GET /x.txt HTTP/1.1\r\n")  # a head begun, never ended
-        row = poll(lambda: top(stats(watch), HOG)["idle"] == limit - 1 and top(stats(watch), HOG))
-        is_((row and row["connections"], row and row["idle"]), (limit - 1, limit - 1),
+        row = poll(lambda: top(stats(watch), HOG)["idle"] == limit and top(stats(watch), HOG))
+        is_((row and row["connections"], row and row["idle"]), (limit, limit),
             "the hog's %d connections, silent or with a head begun, are idle once late"
-            % (limit - 1))
+            % limit)
 
         newcomer = newcomer_takes_oldest(srv, hog, "late")
         st = stats(watch)
@@ -169,13 +171,14 @@ def test_slow_give_way():
         watch = srv.admin_conn(source=WATCH)
         stats(watch)
         heads = []
-        for _ in range(limit - 3):
+        for _ in range(limit - 2):
             heads.append(srv.conn(source=HOG))
             heads[-1].send(b"GET /x.txt HTTP/1.1\r\n")
         body, reader = slow_pair(srv)
         st = poll(lambda: (lambda st: st["by_class"]["slow"] == 2 and st)(stats(watch)), 30)
-        # Busy: the heads, and the watcher's own connection asking.
-        ok(st and st["active"] == limit and st["by_class"]["busy"] == limit - 2,
+        # Busy: the heads (the watcher's connection is no client's); active:
+        # the watcher's too.
+        ok(st and st["active"] == limit + 1 and st["by_class"]["busy"] == limit - 2,
            "the hog's body and reader are slow, its heads busy, the server full", repr(st))
         newcomers = []
         for _ in range(2):
@@ -219,17 +222,18 @@ def test_lone_slow_client():
 def test_lone_client():
     limit = 20
     with Server(files=FILES, conf=dict(PATIENT, max_connections=limit)) as srv:
-        # Its last one on the admin door, to ask /stats on.
-        conns = [Conn(srv.port, source=HOG) for _ in range(limit - 1)]
+        # And one more on the admin door, to ask /stats on: it counts for nobody.
+        conns = [Conn(srv.port, source=HOG) for _ in range(limit)]
         conns.append(srv.admin_conn(source=HOG))
         got = [c.roundtrip("GET", "/x.txt").status for c in conns[:-1]] + [stats(conns[-1])]
-        is_(got[:-1], [200] * (limit - 1), "a lone client opening max_connections (%d) is "
+        is_(got[:-1], [200] * limit, "a lone client opening max_connections (%d) is "
             "served on each" % limit)
         got = [c.roundtrip("GET", "/x.txt").status for c in conns[:-1]] + [stats(conns[-1])]
-        is_(got[:-1], [200] * (limit - 1), "and again on each, kept alive")
+        is_(got[:-1], [200] * limit, "and again on each, kept alive, and /stats on the admin door")
         st = stats(conns[-1])
         is_((st["active"], st["refused"], st["evicted"], top(st, HOG)["connections"]),
-            (limit, 0, 0, limit), "/stats: all %d its own, none refused nor evicted" % limit)
+            (limit + 1, 0, 0, limit),
+            "/stats: all %d its own (and the admin door's), none refused nor evicted" % limit)
         for c in conns:
             c.close()
 

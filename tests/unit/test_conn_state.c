@@ -76,7 +76,7 @@ static void response_done(struct server *owner, const struct route *r, int statu
     responses++;
 }
 
-static void conn_gone(struct server *owner)
+static void conn_gone(struct server *owner, bool admin)
 {
     gone++;
 }
