@@ -54,7 +54,7 @@
 #define SCHED_SHORT_STREAK 16
 #define SCHED_SHORT_AGE    16
 #define SCHED_MIN_CHARGE   ((uint64_t)4 * 1024)
-#define SCHED_BUCKETS      64
+#define SCHED_BUCKETS      1024
 
 enum sched_mode { SCHED_MODE_FIFO, SCHED_MODE_FAIR };
 

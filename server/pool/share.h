@@ -25,7 +25,7 @@
  * and a queue that empties leaves only its debt, forgotten once no client
  * waits. Within a client, writes go in the order they came. */
 
-#define SHARE_BUCKETS 64
+#define SHARE_BUCKETS 1024
 #define SHARE_QUANTUM ((size_t)64 << 10)
 
 /* A write waiting for its turn; embedded in its owner (a pump slot). */
