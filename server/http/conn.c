@@ -419,8 +419,15 @@ static bool parse_input(struct conn *c)
              * come one by one: the line check of what came before it first. */
             const char *at = llhttp_get_error_pos(&c->parser);
             if (c->error && c->parsed < PARSED_HEAD && at != NULL && at >= c->scanned &&
-                strict_lines_scan(&c->lines, c->scanned, (size_t)(at - c->scanned)) < 0)
+                strict_lines_scan(&c->lines, c->scanned, (size_t)(at - c->scanned)) < 0) {
+                /* Refused before the callback's byte: the head was never
+                 * whole, and nothing on_headers_complete recorded holds (a
+                 * HEAD's 400 has its body and no route, as in pieces). */
                 c->error = 0;
+                c->req.head = false;
+                c->req.target = NULL;
+                c->route = NULL;
+            }
             refuse_input(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
             break;
         }
