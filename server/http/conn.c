@@ -416,9 +416,11 @@ static bool parse_input(struct conn *c)
         } else if (err != HPE_OK) {
             c->in_len = 0;
             /* A head refused by a callback is answered as if its bytes had
-             * come one by one: the line check of what came before it first. */
+             * come one by one: the line check of what came before it first,
+             * on_headers_complete's refusals (405, 413, a route's) too. A
+             * head that ended in an earlier input was checked then. */
             const char *at = llhttp_get_error_pos(&c->parser);
-            if (c->error && c->parsed < PARSED_HEAD && at != NULL && at >= c->scanned &&
+            if (c->error && c->state <= CONN_HEAD && at != NULL && at >= c->scanned &&
                 strict_lines_scan(&c->lines, c->scanned, (size_t)(at - c->scanned)) < 0) {
                 /* Refused before the callback's byte: the head was never
                  * whole, and nothing on_headers_complete recorded holds (a

@@ -10,11 +10,12 @@
 # connection (a balancer's v1 header first, from an address under
 # proxy_protocol_from) and on a direct one. Both runs must get the same
 # answer (its Date aside), or both the same close, and bump
-# refused.unlisted alike. And two refusals of the parser's, which the
+# refused.unlisted alike. And three refusals of the parser's, which the
 # relay fuzzer found: a HEAD's bare LF that llhttp reads past before a
-# callback refuses its head (the 400 has its body, whole as in pieces),
-# and a bad character in a target before max_url, the target going on past
-# it (400, not 414). Bytes and counters, never timings.
+# callback refuses its head (the 400 has its body, whole as in pieces), a
+# bad line in a head that on_headers_complete refuses (400, not 405), and
+# a bad character in a target before max_url, the target going on past it
+# (400, not 414). Bytes and counters, never timings.
 import json
 import re
 import select
@@ -53,6 +54,10 @@ CASES = [
     # llhttp takes "HEAD /x" LF as HTTP/0.9 and refuses its head after the
     # next line; the line check refuses the bare LF first.
     ("a HEAD line ending in a bare LF", b"HEAD /x.txt\n\r\n", 400),
+    # Two spaces before the version, in a head that on_headers_complete
+    # refuses (a body to a route without POST: 405).
+    ("a request line with two spaces, then a refused head",
+     b"POST /x.txt  HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 400),
     # A tab before max_url (1k here), and the target goes on past it.
     ("a target with a tab, longer than max_url",
      b"GET /" + b"a" * 600 + b"\t" + b"a" * 500 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 400),
