@@ -420,6 +420,18 @@ static bool parse_input(struct conn *c)
              * on_headers_complete's refusals (405, 413, a route's) too. A
              * head that ended in an earlier input was checked then. */
             const char *at = llhttp_get_error_pos(&c->parser);
+            /* And a byte llhttp refuses itself inside a span (the target,
+             * a header) comes after the span's bytes before it, which reach
+             * their callback first, as when the input ends there: llhttp
+             * leaves them pending (_span_pos0) at its errors. */
+            const char *span = c->parser._span_pos0;
+            if (c->error == 0 && span != NULL && at != NULL && at > span) {
+                typedef int (*span_cb)(llhttp_t *, const char *, const char *);
+                span_cb cb; /* a function kept as void * (POSIX: same size) */
+                _Static_assert(sizeof cb == sizeof c->parser._span_cb0, "span_cb");
+                memcpy(&cb, &c->parser._span_cb0, sizeof cb);
+                cb(&c->parser, span, at);
+            }
             if (c->error && c->state <= CONN_HEAD && at != NULL && at >= c->scanned &&
                 strict_lines_scan(&c->lines, c->scanned, (size_t)(at - c->scanned)) < 0) {
                 /* Refused before the callback's byte: the head was never
