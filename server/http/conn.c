@@ -363,6 +363,13 @@ static bool parsing(const struct conn *c)
 static void refuse_input(struct conn *c, const char *why)
 {
     c->in_len = 0;
+    if (c->parsed == PARSED_NONE) {
+        /* Refused before llhttp began a request (its line check): what C
+         * holds is the last request's, which this is not (after a HEAD,
+         * the 400 has its body, as when on_message_begin has run). */
+        memset(&c->req, 0, sizeof c->req);
+        c->url_len = 0;
+    }
     int verdict = conn__sniff_verdict(c);
     if (verdict == 0) {
         c->sniff_wait = true;

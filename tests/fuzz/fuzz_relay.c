@@ -34,7 +34,10 @@
  * split-head-bare-lf), a bad line in a head that on_headers_complete
  * refuses, 400 in pieces and 405 whole (split-bad-line-refused-head), and
  * a bad character before max_url in a longer target, 400 in pieces and
- * 414 whole (split-url-tab-past-max). */
+ * 414 whole (split-url-tab-past-max), a control character past max_url,
+ * 414 in pieces and 400 whole (split-url-past-max-then-ctl), and a bare CR
+ * after a HEAD's answer refused without its body in pieces
+ * (split-head-then-bare-cr). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -10,13 +10,14 @@
 # connection (a balancer's v1 header first, from an address under
 # proxy_protocol_from) and on a direct one. Both runs must get the same
 # answer (its Date aside), or both the same close, and bump
-# refused.unlisted alike. And four refusals of the parser's, which the
+# refused.unlisted alike. And five refusals of the parser's, which the
 # relay fuzzer found: a HEAD's bare LF that llhttp reads past before a
 # callback refuses its head (the 400 has its body, whole as in pieces), a
 # bad line in a head that on_headers_complete refuses (400, not 405), a
 # bad character in a target before max_url, the target going on past it
-# (400, not 414), and a character llhttp refuses itself past max_url (414,
-# not 400). Bytes and counters, never timings.
+# (400, not 414), a character llhttp refuses itself past max_url (414,
+# not 400), and a bare CR after a HEAD's answer (a 400 with its body).
+# Bytes and counters, never timings.
 import json
 import re
 import select
@@ -62,6 +63,9 @@ CASES = [
     # A character llhttp refuses itself after max_url: the limit comes first.
     ("a target past max_url, then a control character",
      b"GET /" + b"a" * 1100 + b"\x01 HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+    # A HEAD answered, then bytes refused before a request begins (a bare
+    # CR): the 400 is not a HEAD's.
+    ("a HEAD, then a bare CR", b"HEAD /x.txt HTTP/1.1\r\nHost: x\r\n\r\n\r\rM\n\n", 200),
     # A tab before max_url (1k here), and the target goes on past it.
     ("a target with a tab, longer than max_url",
      b"GET /" + b"a" * 600 + b"\t" + b"a" * 500 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 400),
