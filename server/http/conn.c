@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 static void turn_leave(struct conn *c);
+static void refuse_input(struct conn *c, const char *why);
 
 /* ---- small accessors ------------------------------------------------------ */
 
@@ -266,7 +267,10 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
             c->env->proxy.truncated++;
             log_debug("proxy %s: the PROXY header was cut short", c->peer);
         }
-        conn__close(c, false); /* EOF or reset: nothing half-parsed is worth an answer */
+        if (c->sniff_wait)
+            conn__close_unlisted(c); /* a header of its own, as far as it went */
+        else
+            conn__close(c, false); /* EOF or reset: nothing half-parsed is worth an answer */
         return;
     }
     c->in_off = 0;
@@ -274,6 +278,10 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     if (c->proxy_peer && c->proxy_wait && !conn__take_proxy_header(c))
         return;
     conn__sniff_first(c);
+    if (c->sniff_wait) {
+        refuse_input(c, c->sniff_why); /* its first request failed: more of its first bytes */
+        return;
+    }
     if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN) {
         uint64_t now = uv_now(c->env->loop);
         c->deadline = conn__body_deadline(c, now);
@@ -346,18 +354,35 @@ static bool parsing(const struct conn *c)
     return c->state <= CONN_STREAM_OPEN;
 }
 
-/* Input that is no request: a PROXY header from a peer not entitled to
- * send one closes (the spec's abort), anything else is answered. */
+/* Input that is no request (WHY, for the debug log): a PROXY header from a
+ * peer not entitled to send one closes (the spec's abort), anything else
+ * is answered. While a first request's bytes so far still begin as a
+ * header, which it is waits for more of them: C reads on, parsing nothing,
+ * until conn__sniff_verdict knows (conn_on_read comes back here), its
+ * client stops sending, or its head's deadline (header_timeout) passes. */
 static void refuse_input(struct conn *c, const char *why)
 {
-    if (conn__sent_unlisted_header(c)) {
-        c->env->proxy.unlisted++;
-        log_debug("proxy %s: a PROXY header from a peer not under proxy_protocol_from; closing",
-                  c->peer);
-        conn__close(c, false);
+    c->in_len = 0;
+    if (c->parsed == PARSED_NONE) {
+        /* Refused before llhttp began a request (its line check): what C
+         * holds is the last request's, which this is not (after a HEAD,
+         * the 400 has its body, as when on_message_begin has run). */
+        memset(&c->req, 0, sizeof c->req);
+        c->url_len = 0;
+    }
+    int verdict = conn__sniff_verdict(c);
+    if (verdict == 0) {
+        c->sniff_wait = true;
+        c->sniff_why = why;
+        if (c->state == CONN_NEW)
+            conn__enter(c, CONN_HEAD); /* as when its bytes came in pieces; NEW's deadline holds */
         return;
     }
-    conn__refuse(c, why);
+    c->sniff_wait = false;
+    if (verdict > 0)
+        conn__close_unlisted(c);
+    else
+        conn__refuse(c, why);
 }
 
 /* The one way into llhttp: parses the buffered input as far as the state
@@ -398,11 +423,32 @@ static bool parse_input(struct conn *c)
         } else if (err != HPE_OK) {
             c->in_len = 0;
             /* A head refused by a callback is answered as if its bytes had
-             * come one by one: the line check of what came before it first. */
+             * come one by one: the line check of what came before it first,
+             * on_headers_complete's refusals (405, 413, a route's) too. A
+             * head that ended in an earlier input was checked then. */
             const char *at = llhttp_get_error_pos(&c->parser);
-            if (c->error && c->parsed < PARSED_HEAD && at != NULL && at >= c->scanned &&
-                strict_lines_scan(&c->lines, c->scanned, (size_t)(at - c->scanned)) < 0)
+            /* And a byte llhttp refuses itself inside a span (the target,
+             * a header) comes after the span's bytes before it, which reach
+             * their callback first, as when the input ends there: llhttp
+             * leaves them pending (_span_pos0) at its errors. */
+            const char *span = c->parser._span_pos0;
+            if (c->error == 0 && span != NULL && at != NULL && at > span) {
+                typedef int (*span_cb)(llhttp_t *, const char *, const char *);
+                span_cb cb; /* a function kept as void * (POSIX: same size) */
+                _Static_assert(sizeof cb == sizeof c->parser._span_cb0, "span_cb");
+                memcpy(&cb, &c->parser._span_cb0, sizeof cb);
+                cb(&c->parser, span, at);
+            }
+            if (c->error && c->state <= CONN_HEAD && at != NULL && at >= c->scanned &&
+                strict_lines_scan(&c->lines, c->scanned, (size_t)(at - c->scanned)) < 0) {
+                /* Refused before the callback's byte: the head was never
+                 * whole, and nothing on_headers_complete recorded holds (a
+                 * HEAD's 400 has its body and no route, as in pieces). */
                 c->error = 0;
+                c->req.head = false;
+                c->req.target = NULL;
+                c->route = NULL;
+            }
             refuse_input(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
             break;
         }

@@ -204,6 +204,11 @@ struct conn {
      * connection of its client once the header names it (conn_accept). */
     bool at_limit;
     bool first_done; /* the connection's first request was dispatched */
+    /* Its first request failed while its first bytes still began as a PROXY
+     * header: it reads on until they are one or are not (conn__sniff_verdict),
+     * and is then refused for WHY (sniff_why), or closed. */
+    bool sniff_wait;
+    const char *sniff_why;
     size_t proxy_len;
 
     /* The big buffers come last: conn_accept zeroes everything before them. */
@@ -290,8 +295,13 @@ bool conn__take_proxy_header(struct conn *c);
 /* Keeps the first bytes of C's first request, to tell a PROXY header its
  * client sends unentitled. */
 void conn__sniff_first(struct conn *c);
-/* Whether C's failed first request began as a PROXY header. */
-bool conn__sent_unlisted_header(struct conn *c);
+/* Whether C's failed first request began as a PROXY header: 1 it did (it
+ * is closed, unanswered), -1 it did not (it is answered), 0 not known yet
+ * (more of its first PROXY_SNIFF bytes are wanted). */
+int conn__sniff_verdict(const struct conn *c);
+/* Closes C, whose client sent a PROXY header of its own, or began one and
+ * sent no more: unanswered, counted under refused.unlisted. */
+void conn__close_unlisted(struct conn *c);
 
 /* request.c: llhttp's callbacks record the request in C (parsed, req,
  * route, error, deferred) and hand a streaming route its body; they change

@@ -93,13 +93,29 @@ void conn__sniff_first(struct conn *c)
     c->proxy_len += take;
 }
 
-/* Whether C's failed first request began as a PROXY header: from a client
+/* Whether C's failed first request began as a PROXY header, from a client
  * not entitled to send one (a peer not under proxy_protocol_from, or a
- * client behind a balancer, after the balancer's header) it is refused,
- * not answered. */
-bool conn__sent_unlisted_header(struct conn *c)
+ * client behind a balancer, after the balancer's header): it is refused,
+ * not answered. Judged on its first PROXY_SNIFF bytes (a header's fixed
+ * part in either version), or fewer once they end or break a header,
+ * never on how many happen to be in when its parse fails: a request such
+ * as "PROXY TCP4" CR CR fails at its "X", and is answered (its CR breaks
+ * the header) whether its first read held "PROX" or the whole line. */
+int conn__sniff_verdict(const struct conn *c)
 {
+    if (c->first_done || c->proxy_len == 0)
+        return -1;
     struct proxy_header h;
-    return !c->first_done && c->proxy_len > 0 &&
-           proxy_header_parse(c->proxy_in, c->proxy_len, &h) >= 0;
+    int n = proxy_header_parse(c->proxy_in, c->proxy_len, &h);
+    if (n != 0)
+        return n > 0 ? 1 : -1;
+    return c->proxy_len >= PROXY_SNIFF ? 1 : 0;
+}
+
+void conn__close_unlisted(struct conn *c)
+{
+    c->env->proxy.unlisted++;
+    log_debug("proxy %s: a PROXY header from a peer not under proxy_protocol_from; closing",
+              c->peer);
+    conn__close(c, false);
 }

@@ -69,10 +69,13 @@ static int on_url(llhttp_t *p, const char *at, size_t len)
         return refuse(c, 400);
     strict_lines_target(&c->lines);
     c->scanned = at + len;
-    if (len > c->url_max - c->url_len)
-        return refuse(c, 414);
-    if (!strict_target_chars(at, len))
+    /* Byte by byte, a character refused before max_url is reached comes
+     * first, and none after it is looked at. */
+    size_t room = c->url_max - c->url_len;
+    if (!strict_target_chars(at, len < room ? len : room))
         return refuse(c, 400);
+    if (len > room)
+        return refuse(c, 414);
     memcpy(c->url + c->url_len, at, len);
     c->url_len += len;
     return 0;

@@ -174,6 +174,11 @@ static void time_out(struct conn *c)
         conn__close(c, false); /* no request, nothing to answer */
         return;
     case CONN_HEAD:
+        if (c->sniff_wait) {
+            conn__close_unlisted(c); /* a header of its own, as far as it went */
+            return;
+        }
+        /* fall through */
     case CONN_BODY:
     case CONN_STREAM_OPEN:
         log_debug("timeout %s: request incomplete%s", c->peer,
