@@ -35,20 +35,24 @@ static void log_refusal(struct conn_env *env, const struct addr_prefix *client,
                                        : "nobody holds two more connections than its client");
 }
 
+/* A new socket's send buffer is empty: the write is whole or fails, and
+ * either way FD is closed. */
+static void answer_busy(int fd)
+{
+    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+}
+
 void conn_refuse(struct conn_env *env, int fd, const struct addr_prefix *client,
                  enum clients_refusal why)
 {
-    /* A new socket's send buffer is empty: the write is whole or fails, and
-     * either way the connection is closed. */
-    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    close(fd);
+    answer_busy(fd);
     log_refusal(env, client, why);
 }
 
 void conn_refuse_admin(struct conn_env *env, int fd)
 {
-    (void)send(fd, busy, sizeof busy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    close(fd);
+    answer_busy(fd);
     if ((*env->refused_logged)++ == 0)
         log_warn("admin door: %u connections open: 503", CONN_ADMIN_MAX);
 }

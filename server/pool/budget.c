@@ -48,7 +48,7 @@ static void change(struct budget *b, uint32_t i, long long held, int waiting)
 {
     bool was = counted(b, i);
     b->bucket_held[i] += (size_t)held;
-    b->bucket_waiting[i] += (size_t)(long long)waiting;
+    b->bucket_waiting[i] += (size_t)waiting;
     b->clients += (size_t)((long long)counted(b, i) - was);
 }
 
