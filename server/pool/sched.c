@@ -124,11 +124,11 @@ static struct short_pick short_next(const struct sched *s, uint32_t *bp)
     return pick;
 }
 
-/* Takes ITEM, of bucket B in class FQ: the bucket's tag moves on by its cost. */
+/* Takes ITEM, of bucket B in class FQ: the bucket's tag moves on by its charge. */
 static struct sched_item *fair_take(struct sched_fair *fq, uint32_t b, struct sched_item *item)
 {
     fq->vtime = fq->tag[b];
-    fq->tag[b] += item->cost > SCHED_MIN_CHARGE ? item->cost : SCHED_MIN_CHARGE;
+    fq->tag[b] += item->cost + SCHED_JOB_CHARGE;
     return item;
 }
 

@@ -28,17 +28,21 @@
  *   - every class shares by client: within short work and within bulk
  *     work, each client's jobs wait in a bucket of their own (a fair queue,
  *     server/base/fairq.h, of SCHED_BUCKETS: two clients may share a
- *     bucket, and no client's jobs ever allocate). The next start goes to the bucket
- *     that has started the fewest bytes: round robin by bytes at the grain of
- *     one job (start-time fair queueing). Each start adds the job's cost, at
- *     least SCHED_MIN_CHARGE, to its bucket's tag, and the bucket with the
- *     smallest tag starts next (ties: the one waiting longest). A bucket that
- *     starts holding work begins at the tag of the last start (vtime), never
- *     below: no credit is saved while away. So a client whose work had all
- *     started, and who took no more than its share, starts its next job
- *     before any other client starts two; and clients that all keep work
- *     queued start equal bytes, within one job each. A client with ten
- *     connections gets no more of the pool than a client with one.
+ *     bucket, and no client's jobs ever allocate). The next start goes
+ *     to the bucket that has been charged least: round robin at the grain
+ *     of one job (start-time fair queueing). Each start charges its bucket
+ *     the job's cost plus SCHED_JOB_CHARGE: what a job holds a thread for
+ *     is mostly its system calls until it moves many bytes
+ *     (docs/results.md has the figures), so a client of 8 KiB files does
+ *     not start ten jobs for another's one of 96 KiB. The bucket with the
+ *     smallest tag (its charges) starts next (ties: the one waiting
+ *     longest). A bucket that starts holding work begins at the tag of the
+ *     last start (vtime), never below: no credit is saved while away. So a
+ *     client whose work had all started, and who took no more than its
+ *     share, starts its next job before any other client starts two; and
+ *     clients that all keep work queued are charged alike, within one job
+ *     each. A client with ten connections gets no more of the pool than a
+ *     client with one.
  *   - within a client: short jobs by fewest remaining bytes (SRPT, ties in
  *     arrival order), except that its oldest short job goes next once
  *     SCHED_SHORT_AGE of its jobs started since it arrived (the aging
@@ -53,7 +57,7 @@
 #define SCHED_SHORT_BYTES  ((uint64_t)256 * 1024)
 #define SCHED_SHORT_STREAK 16
 #define SCHED_SHORT_AGE    16
-#define SCHED_MIN_CHARGE   ((uint64_t)4 * 1024)
+#define SCHED_JOB_CHARGE   ((uint64_t)64 * 1024)
 #define SCHED_BUCKETS      1024
 
 enum sched_mode { SCHED_MODE_FIFO, SCHED_MODE_FAIR };

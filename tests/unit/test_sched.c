@@ -153,13 +153,13 @@ static void test_reserve(void)
 }
 
 /* Client 1 keeps ten connections' pieces queued, client 2 one at a time
- * (a new piece as soon as its last one is done): bytes started per client
- * must match within a quantum. */
+ * (a new piece as soon as its last one is done): what each client is
+ * charged (bytes and SCHED_JOB_CHARGE a piece) must match within a piece. */
 static void test_round_robin(void)
 {
     struct sched s;
     sched_init(&s, SCHED_MODE_FAIR, 2, 0); /* one bulk thread */
-    uint64_t bytes[3] = {0, 0, 0};
+    uint64_t charged[3] = {0, 0, 0};
     for (int i = 0; i < 10; i++)
         sched_push(&s, item(i, 256 * KB, 16 * MB, 1));
     sched_push(&s, item(20, 1 * MB, 16 * MB, 2));
@@ -169,16 +169,16 @@ static void test_round_robin(void)
         if (it == NULL)
             break;
         starts++;
-        bytes[it->client] += it->cost;
+        charged[it->client] += it->cost + SCHED_JOB_CHARGE;
         sched_done(&s, it);
         sched_push(&s, it); /* each connection's next piece */
     }
     is_int(starts, 200, "a bulk job starts each time the bulk thread frees");
-    uint64_t diff = bytes[1] > bytes[2] ? bytes[1] - bytes[2] : bytes[2] - bytes[1];
+    uint64_t diff = charged[1] > charged[2] ? charged[1] - charged[2] : charged[2] - charged[1];
     char desc[128];
-    snprintf(desc, sizeof desc, "ten connections against one: %llu vs %llu bytes",
-             (unsigned long long)bytes[1], (unsigned long long)bytes[2]);
-    ok(diff <= 1 * MB, desc); /* one piece of the larger */
+    snprintf(desc, sizeof desc, "ten connections against one: %llu vs %llu charged",
+             (unsigned long long)charged[1], (unsigned long long)charged[2]);
+    ok(diff <= 1 * MB + SCHED_JOB_CHARGE, desc); /* one piece of the larger */
 }
 
 /* Short work that never stops arriving still lets bulk progress. */
@@ -276,32 +276,35 @@ static void test_clients_short(void)
     sched_done(&s, next);
     sched_push(&s, item(101, 96 * KB, 96 * KB, 2));
     order = drain(&s, true);
-    is_int(position(order, 101), 12,
-           "its next 96k waits for its share: twelve of client 1's 8k jobs, no more");
+    /* Charged 96k + SCHED_JOB_CHARGE against 8k + SCHED_JOB_CHARGE each. */
+    is_int(position(order, 101), 2,
+           "its next 96k waits for its share: two of client 1's 8k jobs, no more");
 }
 
 /* Two clients keep short work queued, one in 64 KiB jobs and one in 4 KiB
- * jobs: they start equal bytes, within one job, at every start. */
+ * jobs: they are charged alike (bytes and SCHED_JOB_CHARGE a job), within
+ * one job, at every start. */
 static void test_clients_by_cost(void)
 {
     struct sched s;
     sched_init(&s, SCHED_MODE_FAIR, 1, 0);
-    uint64_t bytes[3] = {0, 0, 0}, worst = 0;
+    uint64_t charged[3] = {0, 0, 0}, worst = 0;
     sched_push(&s, item(0, 64 * KB, 64 * KB, 1));
     sched_push(&s, item(1, 4 * KB, 4 * KB, 2));
     for (int i = 0; i < 1000; i++) {
         struct sched_item *it = sched_next(&s);
-        bytes[it->client] += it->cost;
-        uint64_t diff = bytes[1] > bytes[2] ? bytes[1] - bytes[2] : bytes[2] - bytes[1];
+        charged[it->client] += it->cost + SCHED_JOB_CHARGE;
+        uint64_t diff = charged[1] > charged[2] ? charged[1] - charged[2] : charged[2] - charged[1];
         worst = diff > worst ? diff : worst;
         sched_done(&s, it);
         sched_push(&s, it); /* the client's next job */
     }
-    ok(bytes[1] > 0 && bytes[2] > 0, "both clients ran");
-    ok(worst <= 64 * KB, "bytes started per client never differ by more than one 64k job");
+    ok(charged[1] > 0 && charged[2] > 0, "both clients ran");
+    ok(worst <= 64 * KB + SCHED_JOB_CHARGE,
+       "charges per client never differ by more than one 64k job's");
     is_int(s.counters.short_started, 1000, "all short starts");
 
-    /* An open costs no bytes but counts SCHED_MIN_CHARGE: a client of
+    /* An open costs no bytes but is charged SCHED_JOB_CHARGE: a client of
      * opens cannot start without end while another waits. */
     sched_init(&s, SCHED_MODE_FAIR, 1, 0);
     for (int i = 0; i < 64; i++)
@@ -310,7 +313,7 @@ static void test_clients_by_cost(void)
     sched_push(&s, item(101, 8 * KB, 8 * KB, 2));
     const char *order = drain(&s, true);
     is_int(position(order, 100), 1, "client 2's first job goes second");
-    is_int(position(order, 101), 4, "its second after two more opens (8k = two 4k charges)");
+    is_int(position(order, 101), 3, "its second after one more open (8k + one job's charge)");
 }
 
 /* One client's larger short job waits for its smaller ones, but not for
