@@ -213,7 +213,7 @@ int main(int argc, char **argv)
      * it accepted. Whichever worker takes an admin connection answers for
      * all: merged figures, and one /settings for every worker. */
     char admin_unix[108];
-    if (server_open_listener(cfg.listen, &run.listen_fd) < 0)
+    if (server_open_listener(&cfg, &run.listen_fd) < 0)
         return 1;
     if (server_open_admin(&cfg, &run.admin_fd, admin_unix) < 0) {
         close(run.listen_fd);

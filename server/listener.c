@@ -21,6 +21,7 @@
 #include "server/server.h"
 #include "server/server_internal.h"
 
+/* The admin door's backlog, and the least of the public one's. */
 #define BACKLOG 511
 /* Connections taken per wakeup: enough to drain a burst, few enough that the
  * connections already open keep their turn while a flood arrives. */
@@ -225,8 +226,9 @@ static void server_on_admin_acceptable(uv_poll_t *poll, int status, int events)
 
 /* A listening socket of our own rather than uv_listen: libuv's accept loop
  * cannot be paused, and when its reserve-fd trick is spent an EMFILE makes
- * it retry at once, forever. Returns 0 or a negative errno. */
-static int bind_listener(const struct sockaddr *addr, int *fd_out)
+ * it retry at once, forever. BACKLOG connections wait for accept() (the
+ * kernel caps it at net.core.somaxconn). Returns 0 or a negative errno. */
+static int bind_listener(const struct sockaddr *addr, int backlog, int *fd_out)
 {
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -239,7 +241,7 @@ static int bind_listener(const struct sockaddr *addr, int *fd_out)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
         len = sizeof(struct sockaddr_in6);
     }
-    if (bind(fd, addr, len) < 0 || listen(fd, BACKLOG) < 0) {
+    if (bind(fd, addr, len) < 0 || listen(fd, backlog) < 0) {
         int err = -errno;
         close(fd);
         return err;
@@ -340,8 +342,19 @@ static void print_url(struct server *srv)
              srv->root, part, srv->cfg->threads, conf, admin);
 }
 
-int server_open_listener(const char *listen, int *fd)
+/* The public door's backlog: a full house of connections arriving at once
+ * (max_connections) waits for accept() rather than having its handshakes
+ * dropped, each retried a second later (the first SYN retransmit), as
+ * HAProxy sizes a frontend's by its maxconn. */
+static int public_backlog(const struct config *cfg)
 {
+    /* max_connections is at most 1,000,000 (keys.c): an int. */
+    return cfg->max_connections > BACKLOG ? (int)cfg->max_connections : BACKLOG;
+}
+
+int server_open_listener(const struct config *cfg, int *fd)
+{
+    const char *listen = cfg->listen;
     struct sockaddr_storage addr;
     /* The configuration checked it when it was read (an error there is
      * exit status 2, with its place); this is only a guard. */
@@ -350,7 +363,7 @@ int server_open_listener(const char *listen, int *fd)
         log_error("listen \"%s\": not an address", listen);
         return rc;
     }
-    rc = bind_listener((struct sockaddr *)&addr, fd);
+    rc = bind_listener((struct sockaddr *)&addr, public_backlog(cfg), fd);
     if (rc == UV_EADDRINUSE)
         log_error("listen on %s: %s: another program holds the port; --listen ADDR:0 takes "
                   "any free one (make run RUN_ARGS='--listen 127.0.0.1:0')",
@@ -447,7 +460,7 @@ int server_open_admin(const struct config *cfg, int *fd, char unix_path[108])
         admin_auto(cfg->listen, &addr);
     else if (config_parse_addr(want, &addr) < 0)
         return UV_EINVAL; /* checked when it was read */
-    int rc = bind_listener((struct sockaddr *)&addr, fd);
+    int rc = bind_listener((struct sockaddr *)&addr, BACKLOG, fd);
     if (rc == UV_EADDRINUSE && automatic) {
         /* The port next to listen's is another program's: any free one,
          * which the startup line names. */
@@ -455,7 +468,7 @@ int server_open_admin(const struct config *cfg, int *fd, char unix_path[108])
             ((struct sockaddr_in6 *)&addr)->sin6_port = 0;
         else
             ((struct sockaddr_in *)&addr)->sin_port = 0;
-        rc = bind_listener((struct sockaddr *)&addr, fd);
+        rc = bind_listener((struct sockaddr *)&addr, BACKLOG, fd);
     }
     if (rc < 0) {
         log_error("admin_listen %s: %s", want, uv_strerror(rc));
@@ -475,7 +488,7 @@ int server__listener_open(struct server *srv, int listen_fd, int admin_fd)
     srv->admin_fd = admin_fd;
     srv->admin_unix[0] = '\0';
     if (listen_fd < 0) {
-        if ((rc = server_open_listener(srv->cfg->listen, &srv->listen_fd)) < 0)
+        if ((rc = server_open_listener(srv->cfg, &srv->listen_fd)) < 0)
             return rc;
         if ((rc = server_open_admin(srv->cfg, &srv->admin_fd, srv->admin_unix)) < 0) {
             close(srv->listen_fd);

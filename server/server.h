@@ -141,9 +141,11 @@ void server_fini(struct server *srv);
  * first fallback route that answers on this one; else a 404. Never NULL. */
 const struct route *server_route(const struct server *srv, const char *target, bool admin);
 
-/* Opens the listening socket for LISTEN (a listen value: config_parse_addr).
- * Returns 0 with the fd in *FD, or logs and returns a negative UV_E* code. */
-int server_open_listener(const char *listen, int *fd);
+/* Opens the listening socket for CFG's listen (config_parse_addr), its
+ * backlog max_connections (at least 511; the kernel caps it at
+ * net.core.somaxconn). Returns 0 with the fd in *FD, or logs and returns a
+ * negative UV_E* code. */
+int server_open_listener(const struct config *cfg, int *fd);
 
 /* Opens the admin listener for CFG's admin_listen (listener.c): 0 with the
  * fd in *FD (-1 when off), and for a unix socket its path in UNIX_PATH
