@@ -321,38 +321,6 @@ struct client_link *clients_give_way(struct clients *t)
     return l != NULL ? evict(t, l, CLIENTS_FOR_FDS) : NULL;
 }
 
-/* ---- a connection's progress ---- */
-
-static void meter_roll(struct client_meter *m, uint64_t now_ms)
-{
-    uint64_t window = now_ms / CLIENTS_RATE_WINDOW_MS;
-    if (window > m->window) {
-        m->moved[1] = m->window + 1 == window ? m->moved[0] : 0;
-        m->moved[0] = 0;
-        m->window = window;
-    }
-}
-
-void client_meter_start(struct client_meter *m, uint64_t now_ms)
-{
-    uint64_t window = now_ms / CLIENTS_RATE_WINDOW_MS;
-    *m = (struct client_meter){.window = window, .since = window};
-}
-
-void client_meter_add(struct client_meter *m, uint64_t bytes, uint64_t now_ms)
-{
-    meter_roll(m, now_ms);
-    m->moved[0] += bytes;
-}
-
-bool client_meter_slow(struct client_meter *m, uint64_t min_rate, uint64_t now_ms)
-{
-    meter_roll(m, now_ms);
-    uint64_t floor = min_rate * CLIENTS_RATE_WINDOW_MS / 1000;
-    /* The window the measure began in is only part of one. */
-    return min_rate > 0 && m->window >= m->since + 2 && m->moved[1] < floor && m->moved[0] < floor;
-}
-
 /* ---- what /stats and /metrics show ---------------------------------------- */
 
 static const struct snap_def refused_def = {

@@ -55,7 +55,8 @@ enum client_class {
     CLIENT_NONE, /* in no list: not joined yet, or closing */
     CLIENT_IDLE, /* kept alive between requests, or silent and late for its first head */
     CLIENT_LATE, /* its request head begun, and late */
-    CLIENT_SLOW, /* a body or response moving below min_rate (client_meter_slow) */
+    CLIENT_SLOW, /* a body or response moving below min_rate (rate_meter_slow,
+                    server/http/rate_meter.h) */
     CLIENT_BUSY, /* anything else: the one busy longest gives way first */
     CLIENT_CLASSES
 };
@@ -91,28 +92,6 @@ struct client_bucket {
     struct client *chain;      /* its clients */
     struct addr_prefix addr;   /* the last client that joined */
 };
-
-/* A connection's progress: the bytes it moved (body in, response out) in
- * two windows of CLIENTS_RATE_WINDOW_MS, the one running and the one
- * before, rolled as it is added to or read. */
-#define CLIENTS_RATE_WINDOW_MS 4000
-struct client_meter {
-    uint64_t window;   /* the window moved[0] counts, as now_ms / CLIENTS_RATE_WINDOW_MS */
-    uint64_t since;    /* the window the measure began in */
-    uint64_t moved[2]; /* [0] that window, [1] the one before */
-};
-
-/* Starts M's measure at NOW_MS (the connection began a body or response). */
-void client_meter_start(struct client_meter *m, uint64_t now_ms);
-
-/* BYTES moved at NOW_MS. */
-void client_meter_add(struct client_meter *m, uint64_t bytes, uint64_t now_ms);
-
-/* Whether M's connection moves below MIN_RATE bytes per second at NOW_MS:
- * a whole window has passed since its start, and neither the window before
- * nor the one running has moved MIN_RATE's worth of a window. MIN_RATE 0:
- * never. */
-bool client_meter_slow(struct client_meter *m, uint64_t min_rate, uint64_t now_ms);
 
 /* What a bucket's clients used in two windows of CLIENTS_WINDOW_MS: the
  * one running now (WINDOW, counted from the loop's clock at 0) and the one

@@ -143,7 +143,7 @@ void conn__enter(struct conn *c, enum conn_state state)
         /* A request's body or response begins: its progress is measured,
          * and its body is due within body_max_time. */
         uint64_t now = uv_now(c->env->loop);
-        client_meter_start(&c->meter, now);
+        rate_meter_start(&c->meter, now);
         c->rate_pumped = c->pump.sent;
         c->body_end = now + conn__cfg(c)->body_max_time;
     }
@@ -285,7 +285,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN) {
         uint64_t now = uv_now(c->env->loop);
         c->deadline = conn__body_deadline(c, now);
-        client_meter_add(&c->meter, (uint64_t)nread, now);
+        rate_meter_add(&c->meter, (uint64_t)nread, now);
     }
     conn__place(c); /* a request came, or more of it */
     conn__resume(c);

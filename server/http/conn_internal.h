@@ -24,6 +24,7 @@
 #include "server/http/turns.h"
 #include "server/http/http.h"
 #include "server/http/proxy_header.h"
+#include "server/http/rate_meter.h"
 #include "server/pool/pump.h"
 #include "server/http/strict.h"
 
@@ -163,7 +164,7 @@ struct conn {
     bool head_late;
     /* BODY to REFUSING: the bytes of the body and the response moved, in
      * windows (min_rate), and the pump's count when last added. */
-    struct client_meter meter;
+    struct rate_meter meter;
     unsigned long long rate_pumped;
     uint64_t body_end; /* uv_now() by which the body must be in (body_max_time) */
 

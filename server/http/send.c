@@ -29,7 +29,7 @@ static void issue_out(struct conn *c)
                         uv_buf_init(c->body, (unsigned)len)};
     uv_buf_t *out = bufs;
     unsigned n = len ? 2 : 1;
-    client_meter_add(&c->meter, len, uv_now(c->env->loop));
+    rate_meter_add(&c->meter, len, uv_now(c->env->loop));
     *c->env->pump->bytes_sent += len;
     clients_sent(c->env->clients, c->flow, len, uv_now(c->env->loop));
     if (c->answering) {

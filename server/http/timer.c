@@ -25,10 +25,10 @@ static bool slow(struct conn *c)
     uint64_t now = uv_now(c->env->loop), min_rate = conn__cfg(c)->min_rate;
     /* The timer looks at the start of every window: the pump's bytes since
      * the last look count in that look's window, not in the one just begun. */
-    client_meter_add(&c->meter, c->pump.sent - c->rate_pumped,
-                     c->meter.window * CLIENTS_RATE_WINDOW_MS);
+    rate_meter_add(&c->meter, c->pump.sent - c->rate_pumped,
+                   c->meter.window * RATE_METER_WINDOW_MS);
     c->rate_pumped = c->pump.sent;
-    return min_rate > 0 && waits_on_client(c) && client_meter_slow(&c->meter, min_rate, now);
+    return min_rate > 0 && waits_on_client(c) && rate_meter_slow(&c->meter, min_rate, now);
 }
 
 /* In which order C may close for another client's newcomer (clients.h):
@@ -92,7 +92,7 @@ static uint64_t rate_check(const struct conn *c, uint64_t ms)
 {
     if (!conn__rated(c) || conn__cfg(c)->min_rate == 0)
         return ms;
-    uint64_t left = CLIENTS_RATE_WINDOW_MS - uv_now(c->env->loop) % CLIENTS_RATE_WINDOW_MS;
+    uint64_t left = RATE_METER_WINDOW_MS - uv_now(c->env->loop) % RATE_METER_WINDOW_MS;
     return left < ms ? left : ms;
 }
 

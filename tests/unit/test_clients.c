@@ -560,26 +560,6 @@ static void test_heap(void)
     ok(table.nheap == 0 && table.heap == NULL, "all gone: the heap is freed");
 }
 
-/* A connection is slow when neither the last whole window nor the one
- * running moved min_rate's worth, and only after a whole window. */
-static void test_meter(void)
-{
-    const uint64_t w = CLIENTS_RATE_WINDOW_MS, rate = 1000, floor = rate * w / 1000;
-    struct client_meter m;
-    client_meter_start(&m, 10 * w + 500);
-    ok(!client_meter_slow(&m, rate, 11 * w + 999), "no whole window yet: not slow");
-    ok(client_meter_slow(&m, rate, 12 * w), "a whole window with nothing moved: slow");
-    ok(!client_meter_slow(&m, 0, 12 * w), "min_rate 0: never");
-    client_meter_add(&m, floor, 12 * w + 10);
-    ok(!client_meter_slow(&m, rate, 12 * w + 20), "a window's worth in the one running: not");
-    ok(!client_meter_slow(&m, rate, 13 * w + 20), "nor in the one before");
-    ok(client_meter_slow(&m, rate, 14 * w), "two windows on: slow again");
-    client_meter_add(&m, floor - 1, 14 * w + 1);
-    ok(client_meter_slow(&m, rate, 14 * w + 2), "a byte short of the floor: slow");
-    client_meter_add(&m, 1, 14 * w + 3);
-    ok(!client_meter_slow(&m, rate, 14 * w + 4), "the floor: not");
-}
-
 static void test_top(void)
 {
     uint64_t id[10];
@@ -747,7 +727,6 @@ int main(void)
     test_classes();
     test_exact();
     test_heap();
-    test_meter();
     test_top();
     test_window();
     test_rank();
