@@ -18,6 +18,8 @@
 struct server;
 struct snapshot;
 struct pass;
+struct zparams;
+struct zstate;
 
 /* A route's method set: ROUTE_METHOD(HTTP_GET) | ROUTE_METHOD(HTTP_HEAD). */
 #define ROUTE_METHOD(m) (1ull << (m))
@@ -72,9 +74,28 @@ time_t server_date_time(const struct server *srv);
 /* The one door to the threadpool (server/pool/gateway.h). */
 struct gateway *server_gateway(struct server *srv);
 
-/* What every response's pump shares (server/pool/pump.h): the partition
- * as it is now, the memory budget, the sender. */
-struct pump_env *server_pump_env(struct server *srv);
+/* ---- what a handler's own work takes: pieces, buffer memory, zlib ----
+ * (a response's pump takes its own: server/pool/pump.h) */
+
+/* The bytes of a file of SIZE bytes a read takes now, by the partition as
+ * it is now (pump_piece's rule, server/pool/pump.h): ON_POOL for a read in
+ * a pool job, cut short (partition = auto) while short work waits for the
+ * pool; a read on the loop is not. */
+size_t server_file_piece(struct server *srv, uint64_t size, bool on_pool);
+
+/* BYTES of buffer memory (max_buffer_memory) for a response of C's
+ * client, taken only if the budget has room now and nobody waits (an
+ * extra, such as a small body read with its open): never queued. True
+ * when taken; they count for the client (the one ledger: /stats' top
+ * clients) until server_memory_give gives them back. */
+bool server_memory_try(struct conn *c, size_t bytes);
+void server_memory_give(struct conn *c, size_t bytes);
+
+/* A zlib deflate state with parameters P (server/pool/zstates.h), reused
+ * between streams; NULL when out of memory. Given back (server_zstate_give)
+ * once no job of the stream is on the pool. */
+struct zstate *server_zstate_take(struct server *srv, const struct zparams *p);
+void server_zstate_give(struct server *srv, struct zstate *s);
 
 /* The loop's pass service (server/base/pass.h), for what a module does
  * once a pass. */

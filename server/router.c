@@ -114,9 +114,30 @@ struct gateway *server_gateway(struct server *srv)
     return &srv->gateway;
 }
 
-struct pump_env *server_pump_env(struct server *srv)
+size_t server_file_piece(struct server *srv, uint64_t size, bool on_pool)
 {
-    return &srv->pump_env;
+    bool short_waiting = on_pool && gateway_short_waiting(&srv->gateway, false);
+    return pump_piece(&srv->pump_env.partition, short_waiting, size, false);
+}
+
+bool server_memory_try(struct conn *c, size_t bytes)
+{
+    return budget_try(&conn_server(c)->budget, conn_flow(c), bytes);
+}
+
+void server_memory_give(struct conn *c, size_t bytes)
+{
+    budget_give(&conn_server(c)->budget, conn_flow(c), bytes);
+}
+
+struct zstate *server_zstate_take(struct server *srv, const struct zparams *p)
+{
+    return zstates_take(&srv->zstates, p);
+}
+
+void server_zstate_give(struct server *srv, struct zstate *s)
+{
+    zstates_give(&srv->zstates, s);
 }
 
 bool server_setting_changed(const struct server *srv, size_t key, uint64_t *uptime_ms)

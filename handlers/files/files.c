@@ -154,7 +154,7 @@ static bool next_stage(struct open_job *j, struct server *srv)
     /* A listing that may be gzipped takes a zlib state for its job (without
      * one, it goes out as it is). */
     if (j->gzip_listing_min > 0)
-        j->zs = zstates_take(server_pump_env(srv)->zstates, &open_listing_zparams);
+        j->zs = server_zstate_take(srv, &open_listing_zparams);
     int rc = gateway_submit(server_gateway(srv), &j->job, GATEWAY_LIST, cost, open_list_work,
                             open_after_work);
     if (rc < 0)
@@ -187,9 +187,9 @@ static void open_after_work(struct gateway_job *job, int status)
     } else {
         free(j->body);
     }
-    budget_give(server_pump_env(srv)->budget, conn_flow(c), j->budgeted);
+    server_memory_give(c, j->budgeted);
     if (j->zs != NULL) /* the list job is back */
-        zstates_give(server_pump_env(srv)->zstates, j->zs);
+        server_zstate_give(srv, j->zs);
     free(j->listing);
     free(j);
     conn_release(c);
@@ -221,14 +221,12 @@ static bool send_cached(struct conn *c, struct open_job *j, bool gzip_possible)
  * the first piece the piece rule gives now, no larger than the cache's
  * largest file (the most a connection then holds in memory, as for a
  * cached body), and only while the budget has room for it (else the pump
- * reads the file). Takes that much of the budget for client FLOW; the
+ * reads the file). Takes that much of the budget for C's client; the
  * open gives it back. */
-static size_t first_piece(struct server *srv, const struct files_config *cfg, uint64_t flow)
+static size_t first_piece(struct conn *c, const struct files_config *cfg)
 {
-    struct pump_env *env = server_pump_env(srv);
-    bool short_waiting = gateway_short_waiting(env->gateway, false);
-    size_t piece = pump_piece(&env->partition, short_waiting, cfg->file_cache_max_file, false);
-    return budget_try(env->budget, flow, piece) ? piece : 0;
+    size_t piece = server_file_piece(conn_server(c), cfg->file_cache_max_file, true);
+    return server_memory_try(c, piece) ? piece : 0;
 }
 
 /* Answers J on the loop when its file is in the page cache: opened there
@@ -244,7 +242,6 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
 {
     struct server *srv = conn_server(c);
     struct files_state *st = state_of(srv);
-    struct pump_env *env = server_pump_env(srv);
     struct open_how how = {.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW,
                            .resolve = RESOLVE_CACHED | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
     /* With dotfiles off, where a link leads may be hidden: a path with a
@@ -264,7 +261,7 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
     if (fd < 0 || !S_ISREG(f.st.st_mode) || cache_has_room(file_cache(srv), (size_t)f.st.st_size))
         return false; /* the pool's: a status to decide, or a cache to fill */
     size_t size = (size_t)f.st.st_size;
-    size_t first = pump_piece(&env->partition, false, cfg->file_cache_max_file, false);
+    size_t first = server_file_piece(srv, cfg->file_cache_max_file, false);
     if (req->method == HTTP_GET && size <= LOOP_READS_BODY && size <= first && size > 0) {
         /* Read with its file for the rest of the pass: the requests for it
          * after this one read nothing. */
@@ -349,7 +346,7 @@ static int files_on_request(struct conn *c, const struct request *req)
     bool fly = j->gzip_possible && cfg->gzip_files &&
                reply_compressible(mime_type(j->path), cfg->gzip_types);
     bool first = !cached && !ranged && !fly && req->method == HTTP_GET;
-    j->budgeted = first ? first_piece(srv, cfg, conn_flow(c)) : 0;
+    j->budgeted = first ? first_piece(c, cfg) : 0;
     j->first_max = cached ? cfg->file_cache_max_file : j->budgeted;
     j->disk = server_config(srv)->emulate_disk;
     j->cache_gen = cached ? cache_drain(cache) : 0;
@@ -371,12 +368,21 @@ static int files_on_request(struct conn *c, const struct request *req)
     rc = gateway_submit(server_gateway(srv), &j->job, GATEWAY_OPEN, cost, open_work,
                         open_after_work);
     if (rc < 0) {
-        budget_give(server_pump_env(srv)->budget, conn_flow(c), j->budgeted);
+        server_memory_give(c, j->budgeted);
         free(j);
         return 503;
     }
     conn_hold(c);
     return 0;
+}
+
+/* The one writer of the loop_reads switch (and of its pass's bytes): at
+ * start and at each reload, from the running configuration. On only while
+ * the root's fd is open, since every open on the loop is beneath it. */
+static void set_loop_reads(struct server *srv, struct files_state *st)
+{
+    const struct config *core = server_config(srv);
+    loop_reads_set(&st->reads, core->loop_reads && st->root_fd >= 0, core->send_turn);
 }
 
 static int files_init(struct server *srv, void **state)
@@ -390,10 +396,8 @@ static int files_init(struct server *srv, void **state)
     st->cache_pass = UINT64_MAX;
     size_t root_len;
     st->root_fd = open(server_root(srv, &root_len), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    /* Without the root's fd, every open on the pool. */
     loop_reads_init(&st->reads, server_pass(srv), server_root(srv, &root_len));
-    loop_reads_set(&st->reads, server_config(srv)->loop_reads && st->root_fd >= 0,
-                   server_config(srv)->send_turn);
+    set_loop_reads(srv, st);
     int err =
         cache_init(&st->cache, cfg->file_cache, cfg->file_cache_max_file, cfg->file_cache_size);
     if (err < 0)
@@ -408,8 +412,7 @@ static void files_reload(struct server *srv, void *state)
     struct files_state *st = state;
     int err = cache_configure(&st->cache, cfg->file_cache, cfg->file_cache_max_file,
                               cfg->file_cache_size);
-    loop_reads_set(&st->reads, server_config(srv)->loop_reads && st->root_fd >= 0,
-                   server_config(srv)->send_turn);
+    set_loop_reads(srv, st);
     if (err < 0)
         log_warn("file cache off: inotify: %s", strerror(-err));
 }
