@@ -90,12 +90,6 @@ static void server_on_sent(void *arg, uint64_t flow, size_t bytes)
     clients_sent(&srv->clients, flow, bytes, uv_now(srv->loop));
 }
 
-static void server_on_held(void *arg, uint64_t flow, size_t bytes, bool taken)
-{
-    struct server *srv = arg;
-    clients_memory(&srv->clients, flow, bytes, taken);
-}
-
 /* Closes the core under the handles: the access log, the pool's door, the
  * loop's pass service (the sender's and the turns' passes). The one way
  * they close, on every path: the end of a stop, a start that failed, an
@@ -176,9 +170,8 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     srv->gateway.ran = server_on_job_ran;
     srv->gateway.ran_arg = srv;
     budget_init(&srv->budget, cfg->max_buffer_memory);
-    /* One ledger: the top-clients table's memory is what the budget holds. */
-    srv->budget.told = server_on_held;
-    srv->budget.told_arg = srv;
+    /* One ledger: the top clients' memory is read from the budget's. */
+    srv->clients.budget = &srv->budget;
     /* As many idle zlib states as the pool has threads to deflate at once. */
     zstates_init(&srv->zstates, &srv->budget, cfg->threads);
     pass_init(&srv->pass, loop);

@@ -8,6 +8,11 @@ uint32_t fairq_bucket_of(uint64_t id, uint32_t buckets)
     return (uint32_t)(h >> 32) & (buckets - 1);
 }
 
+uint32_t fairq_bucket_fold(uint32_t i, uint32_t buckets)
+{
+    return i & (buckets - 1); /* fairq_bucket_of keeps the low bits of the same word */
+}
+
 void fairq_init(struct fairq *q, struct fairq_bucket *bucket, uint32_t buckets)
 {
     *q = (struct fairq){

@@ -56,6 +56,12 @@ struct fairq {
  * table that shares by client uses. */
 uint32_t fairq_bucket_of(uint64_t id, uint32_t buckets);
 
+/* The bucket among BUCKETS of the clients in bucket I of a table of more
+ * (both powers of two): fairq_bucket_of(id, BUCKETS) for every id whose
+ * bucket there is I. A table of fewer buckets merges whole ones of a
+ * larger table, so one table can read another's figures by bucket. */
+uint32_t fairq_bucket_fold(uint32_t i, uint32_t buckets);
+
 /* An empty queue over BUCKET[BUCKETS] (a power of two), owned by the caller. */
 void fairq_init(struct fairq *q, struct fairq_bucket *bucket, uint32_t buckets);
 

@@ -13,6 +13,7 @@
 #include "server/base/fairq.h"
 #include "server/base/siphash.h"
 #include "server/base/snapshot.h"
+#include "server/pool/budget.h"
 
 /* ---- a client is an address ------------------------------------------- */
 
@@ -421,13 +422,15 @@ static const struct snap_def top_sent_def = {
 static const struct snap_def top_memory_def = {
     .key = "memory_held",
     .metric = "unclog_top_client_memory_held_bytes",
-    .help = "Buffer memory (max_buffer_memory) the responses of the client at this rank hold now.",
+    .help = "Buffer memory (max_buffer_memory) the responses of the client at this rank hold now, "
+            "as the budget counts it (with any client sharing its bucket there).",
     .merge = SNAP_OWN};
 static const char *const refusal_names[CLIENTS_REFUSALS] = {"full", "top_client", "share"};
 static const char *const eviction_names[CLIENTS_EVICTIONS] = {"max_connections", "fds"};
 /* [CLIENT_NONE] is never counted: an evicted connection was in a list. */
 static const char *const class_names[CLIENT_CLASSES] = {"-", "idle", "late_head", "slow", "busy"};
 _Static_assert(CLIENTS_TEXT_MAX == SNAP_TEXT_MAX, "a peer's client is a snapshot's text");
+_Static_assert(CLIENTS_BUCKETS >= BUDGET_BUCKETS, "a bucket here folds into one of the budget's");
 
 static const char *const ranks[CLIENTS_TOP] = {"1", "2", "3", "4", "5", "6", "7", "8"};
 
@@ -459,12 +462,6 @@ void clients_ran(struct clients *t, uint64_t id, uint64_t ns, uint64_t now_ms)
 void clients_sent(struct clients *t, uint64_t id, uint64_t bytes, uint64_t now_ms)
 {
     usage_now(t, bucket_of(id), now_ms)->sent[0] += bytes;
-}
-
-void clients_memory(struct clients *t, uint64_t id, size_t bytes, bool taken)
-{
-    uint64_t *m = &t->memory[bucket_of(id)];
-    *m = taken ? *m + bytes : *m - bytes;
 }
 
 /* What bucket B used in the last second at WINDOW (now_ms /
@@ -529,10 +526,11 @@ static unsigned top_of(const struct clients *t, uint64_t now_ms,
     }
     unsigned n = 0;
     for (uint32_t b = 0; b < CLIENTS_BUCKETS; b++) {
-        struct clients_row row = {.bucket = b, .conns = t->conns[b], .memory = t->memory[b]};
+        struct clients_row row = {.bucket = b, .conns = t->conns[b]};
         used(t, b, window, &row.pool_ns, &row.sent);
         if (row.conns == 0 && row.pool_ns == 0 && row.sent == 0)
             continue;
+        row.memory = t->budget != NULL ? budget_held_in(t->budget, b) : 0;
         uint32_t shares[3] = {ppm(row.pool_ns, all_pool), ppm(row.sent, all_sent),
                               ppm(row.conns, all_conns)};
         row.pool_permille = shares[0] / 1000;

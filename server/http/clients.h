@@ -62,6 +62,7 @@ enum client_class {
 };
 
 struct client; /* one distinct client: clients.c's own */
+struct budget; /* server/pool/budget.h */
 
 /* One connection's place in the table: embedded in the connection. */
 struct client_link {
@@ -112,7 +113,9 @@ struct clients {
     uint64_t evicted_class[CLIENT_CLASSES];     /* the same evictions by the class they were in */
     uint32_t in_class[CLIENT_CLASSES];          /* connections in each class now */
     struct client_usage usage[CLIENTS_BUCKETS]; /* pool time and bytes, last second */
-    uint64_t memory[CLIENTS_BUCKETS];           /* bytes of the buffer budget held now */
+    /* The one ledger of buffer memory by client, which the top's memory
+     * reads (server/pool/budget.h); NULL: none, the top shows 0. */
+    const struct budget *budget;
     /* The clients holding a connection, in a max-heap by connections:
      * who gives way is its root. Owned, grown as needed, freed when empty. */
     struct client **heap;
@@ -179,17 +182,13 @@ void clients_ran(struct clients *t, uint64_t id, uint64_t ns, uint64_t now_ms);
 /* BYTES of a response body of client ID were handed to its socket at NOW_MS. */
 void clients_sent(struct clients *t, uint64_t id, uint64_t bytes, uint64_t now_ms);
 
-/* A response of client ID took (TAKEN) or gave back BYTES of the buffer
- * budget (max_buffer_memory). */
-void clients_memory(struct clients *t, uint64_t id, size_t bytes, bool taken);
-
 /* A row of the top: a bucket, what it holds now and what it used in "the
  * last second": the window running at NOW_MS and the whole one before it,
  * so at least the last CLIENTS_WINDOW_MS and at most twice that. */
 struct clients_row {
     uint32_t bucket, conns;
     uint64_t pool_ns, sent;
-    uint64_t memory;        /* of the buffer budget, held now */
+    uint64_t memory;        /* of the buffer budget, held now (by its bucket there) */
     uint32_t pool_permille; /* its share of every client's pool time then */
     uint32_t score_ppm;     /* its shares of pool time, bytes and connections, summed */
 };

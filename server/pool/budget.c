@@ -117,8 +117,6 @@ static void reclaim(struct budget *b)
 
 static void hold(struct budget *b, uint64_t client, size_t bytes)
 {
-    if (b->told != NULL)
-        b->told(b->told_arg, client, bytes, true);
     change(b, bucket_of(client), (long long)bytes, 0);
     b->held += bytes;
     if (b->held > b->peak)
@@ -236,11 +234,14 @@ void budget_unkeep(struct budget *b, size_t bytes)
 
 void budget_give(struct budget *b, uint64_t client, size_t bytes)
 {
-    if (b->told != NULL)
-        b->told(b->told_arg, client, bytes, false);
     change(b, bucket_of(client), -(long long)bytes, 0);
     b->held -= bytes;
     grant(b);
+}
+
+size_t budget_held_in(const struct budget *b, uint32_t bucket)
+{
+    return b->bucket_held[fairq_bucket_fold(bucket, BUDGET_BUCKETS)];
 }
 
 void budget_cancel(struct budget *b, struct budget_waiter *w)

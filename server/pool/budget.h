@@ -72,11 +72,6 @@ struct budget {
      * ever kept. */
     size_t (*reclaim)(void *arg);
     void *reclaim_arg;
-    /* The one ledger of memory by client: told of every take and give, by
-     * whichever function made it (budget_take, budget_try, budget_give,
-     * a grant). NULL: nobody. */
-    void (*told)(void *arg, uint64_t client, size_t bytes, bool taken);
-    void *told_arg;
     /* Given back under pressure (server/pool/pump.c's give_way): the
      * slots, their bytes, and the file bytes read again since; the fills
      * taken back from the pool's queue so (gateway_withdraw). */
@@ -119,6 +114,14 @@ static inline bool budget_gives(const struct budget *b, size_t above, uint64_t c
 {
     return b->bucket_held[fairq_bucket_of(client, BUDGET_BUCKETS)] > above;
 }
+
+/* What the clients in bucket BUCKET of a table of BUDGET_BUCKETS or more
+ * (fairq_bucket_of's rule) hold of the budget: their bucket's holding here
+ * (fairq_bucket_fold), shared by every client in it, since they are one
+ * client to the budget. The one ledger of buffer memory by client,
+ * whichever call took it (a take, a try, a grant): the top clients'
+ * memory_held is read from it (server/http/clients.h). */
+size_t budget_held_in(const struct budget *b, uint32_t bucket);
 
 /* Takes a queued W out of its queue; nothing was taken for it. */
 void budget_cancel(struct budget *b, struct budget_waiter *w);

@@ -78,6 +78,16 @@ static void test_bucket_of(void)
     for (uint64_t id = 1; id <= 100; id++)
         dup += seen[fairq_bucket_of(id, 1024)]++ > 0;
     is_int(dup, 0, "a hundred consecutive ids in 1,024 buckets do not collide");
+    /* Folding: a table of fewer buckets reads a larger one's by bucket. */
+    int folded = 0;
+    for (uint64_t id = 1; id <= 10000; id++) {
+        uint64_t x = id * 0xd6e8feb86659fd93ull; /* ids spread like keyed hashes */
+        folded += fairq_bucket_fold(fairq_bucket_of(x, 4096), 1024) == fairq_bucket_of(x, 1024) &&
+                  fairq_bucket_fold(fairq_bucket_of(x, 1024), 64) == fairq_bucket_of(x, 64);
+    }
+    is_int(folded, 10000,
+           "fairq_bucket_fold: an id's bucket of 4,096 folds into its bucket of "
+           "1,024, and that into its bucket of 64");
 }
 
 static void test_fifo_and_ring(void)
