@@ -70,8 +70,8 @@ static const struct route gzip_routes[] = {
 static const struct config_key gzip_keys[] = {
     {"gzip_partition", CONFIG_PARTITION, CONFIG_FIELD(struct gzip_config, gzip_partition), 1, GIB,
      "64k", "SIZE|whole", "input bytes deflated per threadpool job", CONFIG_LIVE, NULL},
-    {"gzip_max_body", CONFIG_SIZE, CONFIG_FIELD(struct gzip_config, gzip_max_body), 1, GIB, "16m",
-     "SIZE", "largest POST /gzip body, in place of max_body (413 beyond)", CONFIG_RELOAD, NULL},
+    CONFIG_BYTES(struct gzip_config, gzip_max_body, 1, GIB, "16m",
+                 "largest POST /gzip body, in place of max_body (413 beyond)", CONFIG_RELOAD),
 };
 
 static const struct config_table gzip_config_table =

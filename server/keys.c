@@ -52,13 +52,12 @@ static const struct config_key core_keys[] = {
      "partition_max while no short work waits, partition_min when some does (a plain read's "
      "rest of 256k or less: one piece)",
      CONFIG_LIVE, NULL},
-    {"partition_min", CONFIG_SIZE, CONFIG_FIELD(struct config, partition_min), 1, GIB, "64k",
-     "SIZE",
-     "piece size of partition = auto while short work waits (but a plain read's "
-     "rest of 256k or less goes whole)",
-     CONFIG_RELOAD, NULL},
-    {"partition_max", CONFIG_SIZE, CONFIG_FIELD(struct config, partition_max), 1, GIB, "1m", "SIZE",
-     "piece size of partition = auto while no short work waits", CONFIG_RELOAD, NULL},
+    CONFIG_BYTES(struct config, partition_min, 1, GIB, "64k",
+                 "piece size of partition = auto while short work waits (but a plain read's "
+                 "rest of 256k or less goes whole)",
+                 CONFIG_RELOAD),
+    CONFIG_BYTES(struct config, partition_max, 1, GIB, "1m",
+                 "piece size of partition = auto while no short work waits", CONFIG_RELOAD),
     {"bulk_nice", CONFIG_UINT, CONFIG_FIELD(struct config, bulk_nice), 0, 19, "0", "N",
      "nice value, 0 to 19, of a pool thread while it runs a bulk piece; 0: off. Needs root or "
      "LimitNICE=20, to set threads back for short work",
@@ -95,15 +94,16 @@ static const struct config_key core_keys[] = {
      "which names the client: its address is the client's everywhere (connections, pool, "
      "log, /stats, /settings); a PROXY header from any other peer is refused",
      CONFIG_RELOAD, proxy_off},
-    {"max_url", CONFIG_SIZE, CONFIG_FIELD(struct config, max_url), 256, 1ULL << 20, "8k", "SIZE",
-     "longest request-target (414 beyond)", CONFIG_RELOAD, NULL},
-    {"max_header_size", CONFIG_SIZE, CONFIG_FIELD(struct config, max_header_size), 1024, 1ULL << 20,
-     "16k", "SIZE", "largest request header block (431 beyond)", CONFIG_RELOAD, NULL},
+    CONFIG_BYTES(struct config, max_url, 256, 1ULL << 20, "8k",
+                 "longest request-target (414 beyond)", CONFIG_RELOAD),
+    CONFIG_BYTES(struct config, max_header_size, 1024, 1ULL << 20, "16k",
+                 "largest request header block (431 beyond)", CONFIG_RELOAD),
     {"max_headers", CONFIG_UINT, CONFIG_FIELD(struct config, max_headers), 1, 10000, "100", "N",
      "most header lines in a request (431 beyond)", CONFIG_RELOAD, NULL},
-    {"max_body", CONFIG_SIZE, CONFIG_FIELD(struct config, max_body), 1, GIB, "16m", "SIZE",
-     "largest request body on any route but POST /gzip, which has gzip_max_body (413 beyond)",
-     CONFIG_RELOAD, NULL},
+    CONFIG_BYTES(
+        struct config, max_body, 1, GIB, "16m",
+        "largest request body on any route but POST /gzip, which has gzip_max_body (413 beyond)",
+        CONFIG_RELOAD),
     {"header_timeout", CONFIG_MS, CONFIG_FIELD(struct config, header_timeout), 1, 3600000, "10s",
      "TIME", "time to send a request head, from its first byte (408 beyond)", CONFIG_RELOAD, NULL},
     {"body_timeout", CONFIG_MS, CONFIG_FIELD(struct config, body_timeout), 1, 3600000, "10s",
@@ -128,23 +128,25 @@ static const struct config_key core_keys[] = {
      "unsent bytes a connection's socket takes beyond what it has sent (TCP_NOTSENT_LOWAT): "
      "bounds what one write hands the kernel without capping the window",
      CONFIG_RELOAD, NULL},
-    {"send_turn", CONFIG_SIZE, CONFIG_FIELD(struct config, send_turn), 1, GIB, "256k", "SIZE",
-     "bytes the loop hands the kernel per pass; beyond them writes wait, and clients take turns "
-     "by bytes, however many connections each has",
-     CONFIG_RELOAD, NULL},
+    CONFIG_BYTES(
+        struct config, send_turn, 1, GIB, "256k",
+        "bytes the loop hands the kernel per pass; beyond them writes wait, and clients take turns "
+        "by bytes, however many connections each has",
+        CONFIG_RELOAD),
     {"turn_share", CONFIG_UINT, CONFIG_FIELD(struct config, turn_share), 0, 1000000, "200", "US",
      "microseconds of a pass of the loop one client's requests and pool callbacks may take; "
      "beyond them its next requests wait for a later pass, so that a flood of cheap requests "
      "cannot hold the loop from another client's; 0: no bound",
      CONFIG_RELOAD, NULL},
-    {"loop_reads", CONFIG_BOOL, CONFIG_FIELD(struct config, loop_reads), 0, 0, "on", "on|off",
-     "open and read files already in the page cache on the loop (openat2 RESOLVE_CACHED, "
-     "preadv2 RWF_NOWAIT), send_turn bytes a pass at most; off: every read meets the pool",
-     CONFIG_RELOAD, NULL},
-    {"max_buffer_memory", CONFIG_SIZE, CONFIG_FIELD(struct config, max_buffer_memory), 1,
-     1ULL << 40, "256m", "SIZE",
-     "request and response buffers held at once per worker: beyond it work waits its turn",
-     CONFIG_RELOAD, NULL},
+    CONFIG_ONOFF(
+        struct config, loop_reads, "on",
+        "open and read files already in the page cache on the loop (openat2 RESOLVE_CACHED, "
+        "preadv2 RWF_NOWAIT), send_turn bytes a pass at most; off: every read meets the pool",
+        CONFIG_RELOAD),
+    CONFIG_BYTES(
+        struct config, max_buffer_memory, 1, 1ULL << 40, "256m",
+        "request and response buffers held at once per worker: beyond it work waits its turn",
+        CONFIG_RELOAD),
     {"send_timeout", CONFIG_MS, CONFIG_FIELD(struct config, send_timeout), 1, 3600000, "30s",
      "TIME", "longest time a client may take no bytes of its response", CONFIG_RELOAD, NULL},
 };

@@ -450,18 +450,19 @@ static const struct route files_routes[] = {
 };
 
 static const struct config_key files_keys[] = {
-    {"listing", CONFIG_BOOL, CONFIG_FIELD(struct files_config, listing), 0, 0, "off", "on|off",
-     "HTML listing of directories without index.html", CONFIG_RELOAD, NULL},
-    {"dotfiles", CONFIG_BOOL, CONFIG_FIELD(struct files_config, dotfiles), 0, 0, "off", "on|off",
-     "serve and list names starting with '.' (off: 404, a symlink to one too, but /.well-known/ "
-     "is served)",
-     CONFIG_RELOAD, NULL},
-    {"gzip_files", CONFIG_BOOL, CONFIG_FIELD(struct files_config, gzip_files), 0, 0, "on", "on|off",
-     "gzip compressible files on the fly when the client accepts it", CONFIG_LIVE, NULL},
-    {"gzip_static", CONFIG_BOOL, CONFIG_FIELD(struct files_config, gzip_static), 0, 0, "on",
-     "on|off", "send FILE.gz instead of FILE when it exists", CONFIG_LIVE, NULL},
-    {"gzip_min_size", CONFIG_SIZE, CONFIG_FIELD(struct files_config, gzip_min_size), 1, GIB, "1k",
-     "SIZE", "smallest file compressed on the fly", CONFIG_RELOAD, NULL},
+    CONFIG_ONOFF(struct files_config, listing, "off",
+                 "HTML listing of directories without index.html", CONFIG_RELOAD),
+    CONFIG_ONOFF(
+        struct files_config, dotfiles, "off",
+        "serve and list names starting with '.' (off: 404, a symlink to one too, but /.well-known/ "
+        "is served)",
+        CONFIG_RELOAD),
+    CONFIG_ONOFF(struct files_config, gzip_files, "on",
+                 "gzip compressible files on the fly when the client accepts it", CONFIG_LIVE),
+    CONFIG_ONOFF(struct files_config, gzip_static, "on",
+                 "send FILE.gz instead of FILE when it exists", CONFIG_LIVE),
+    CONFIG_BYTES(struct files_config, gzip_min_size, 1, GIB, "1k",
+                 "smallest file compressed on the fly", CONFIG_RELOAD),
     {"gzip_types", CONFIG_STRING, CONFIG_FIELD(struct files_config, gzip_types), 0, 0,
      "text/* application/json application/javascript application/xml image/svg+xml "
      "application/wasm",
@@ -469,12 +470,12 @@ static const struct config_key files_keys[] = {
      NULL},
     {"cache_control", CONFIG_STRING, CONFIG_FIELD(struct files_config, cache_control), 0, 0, "off",
      "VALUE|off", "Cache-Control header of file responses", CONFIG_RELOAD, NULL},
-    {"file_cache", CONFIG_BOOL, CONFIG_FIELD(struct files_config, file_cache), 0, 0, "on", "on|off",
-     "keep small files in memory (kept fresh with inotify)", CONFIG_LIVE, NULL},
-    {"file_cache_max_file", CONFIG_SIZE, CONFIG_FIELD(struct files_config, file_cache_max_file), 1,
-     GIB, "64k", "SIZE", "largest file the cache keeps", CONFIG_RELOAD, NULL},
-    {"file_cache_size", CONFIG_SIZE, CONFIG_FIELD(struct files_config, file_cache_size), 1, GIB,
-     "32m", "SIZE", "memory for all cached files", CONFIG_RELOAD, NULL},
+    CONFIG_ONOFF(struct files_config, file_cache, "on",
+                 "keep small files in memory (kept fresh with inotify)", CONFIG_LIVE),
+    CONFIG_BYTES(struct files_config, file_cache_max_file, 1, GIB, "64k",
+                 "largest file the cache keeps", CONFIG_RELOAD),
+    CONFIG_BYTES(struct files_config, file_cache_size, 1, GIB, "32m", "memory for all cached files",
+                 CONFIG_RELOAD),
 };
 
 static const struct config_table files_config_table =

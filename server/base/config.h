@@ -96,6 +96,19 @@ struct config_key {
 /* A row of a table: FIELD(struct s, f) gives the offset and size of f. */
 #define CONFIG_FIELD(type, f) offsetof(type, f), sizeof(((type *)0)->f)
 
+/* The commonest rows, for a key named as its FIELD in BLOCK (the struct
+ * its table fills): on|off, and a size in bytes from MIN to MAX. */
+#define CONFIG_ONOFF(block, field, fallback, help, when)                                           \
+    {                                                                                              \
+#field, CONFIG_BOOL, CONFIG_FIELD(block, field), 0, 0, fallback, "on|off", help, when,     \
+            NULL                                                                                   \
+    }
+#define CONFIG_BYTES(block, field, min, max, fallback, help, when)                                 \
+    {                                                                                              \
+#field, CONFIG_SIZE, CONFIG_FIELD(block, field), min, max, fallback, "SIZE", help, when,   \
+            NULL                                                                                   \
+    }
+
 struct snap_def; /* server/base/snapshot.h */
 
 /* The keys one part of the program owns, and the block they fill: the
