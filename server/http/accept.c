@@ -141,6 +141,14 @@ static int open_socket(struct conn *c, int fd, struct addr_prefix *client)
     return 0;
 }
 
+/* The handlers of a connection's events, which the core reaches through
+ * c->on. */
+static const struct conn_events events = {
+    .read = conn__on_read,
+    .timer = conn__on_timer,
+    .resume = conn__resume,
+};
+
 static int accept_fd(struct conn_env *env, int fd, bool at_limit, bool admin);
 
 int conn_accept(struct conn_env *env, int fd, bool at_limit)
@@ -167,6 +175,7 @@ static int accept_fd(struct conn_env *env, int fd, bool at_limit, bool admin)
     }
     memset(c, 0, offsetof(struct conn, values)); /* the big buffers need no zeroing */
     c->env = env;
+    c->on = &events;
     c->url_max = cfg->max_url;
     int rc = uv_tcp_init(env->loop, &c->tcp);
     if (rc < 0) {
@@ -178,8 +187,7 @@ static int accept_fd(struct conn_env *env, int fd, bool at_limit, bool admin)
     c->tcp.data = c->timer.data = c;
     c->handles = 2;
     pump_init(&c->pump, (uv_stream_t *)&c->tcp, env->pump, 0, conn__on_pump_done);
-    /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
-    llhttp_init(&c->parser, HTTP_REQUEST, &conn__parser_settings);
+    conn__parser_init(c);
     strict_lines_init(&c->lines);
     c->admin = admin;
     struct addr_prefix client;

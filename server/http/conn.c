@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 static void turn_leave(struct conn *c);
-static void refuse_input(struct conn *c, const char *why);
 
 /* ---- small accessors ------------------------------------------------------ */
 
@@ -58,11 +57,6 @@ bool conn_closing(const struct conn *c)
 static bool responding(const struct conn *c)
 {
     return c->state >= CONN_STREAM_OPEN && c->state <= CONN_REFUSING;
-}
-
-static bool streaming(const struct conn *c)
-{
-    return c->state == CONN_STREAM_OPEN || c->state == CONN_STREAM_SHUT;
 }
 
 /* ---- the transition -------------------------------------------------------- */
@@ -103,7 +97,6 @@ static bool wants_input(const struct conn *c)
 }
 
 static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf);
-static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 
 /* Starts or stops reading to match the state and the buffer, and places C
  * among its client's connections. */
@@ -122,7 +115,7 @@ void conn__follow_input(struct conn *c)
             return;
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = false;
-    } else if (uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, conn_on_read) == 0) {
+    } else if (uv_read_start((uv_stream_t *)&c->tcp, conn_on_alloc, c->on->read) == 0) {
         c->reading = true;
     } else {
         conn__close(c, false);
@@ -227,7 +220,7 @@ void conn_stop_all(struct conn_env *env, bool force)
     /* conn__close unlinks a connection only later, from its close callback:
      * walking the list here is safe. */
     for (struct conn *c = env->conns; c != NULL; c = c->next) {
-        if (force && streaming(c) && pump_head_held(&c->pump)) {
+        if (force && conn__streaming(c) && pump_head_held(&c->pump)) {
             /* Its client has seen nothing yet: better told than dropped. */
             c->error = 503;
             conn__refuse(c, "stopping before its body was in");
@@ -247,7 +240,7 @@ static void conn_on_alloc(uv_handle_t *handle, size_t hint, uv_buf_t *buf)
     *buf = wants_input(c) ? uv_buf_init(c->in, sizeof c->in) : uv_buf_init(NULL, 0);
 }
 
-static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+void conn__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = container_of(stream, struct conn, tcp);
     if (nread == UV_ENOBUFS) {
@@ -279,7 +272,7 @@ static void conn_on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
         return;
     conn__sniff_first(c);
     if (c->sniff_wait) {
-        refuse_input(c, c->sniff_why); /* its first request failed: more of its first bytes */
+        conn__refuse_input(c, c->sniff_why); /* its first request failed: more of its first bytes */
         return;
     }
     if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN) {
@@ -340,7 +333,7 @@ static void advance(struct conn *c)
         c->parsed = PARSED_NONE;
         if (c->state == CONN_HEAD || c->state == CONN_BODY)
             dispatch(c);
-        else if (streaming(c))
+        else if (conn__streaming(c))
             end_stream(c);
         /* else a dropped stream: nobody is left to tell */
     } else if (c->state == CONN_STREAM_OPEN && c->body_window == 0) {
@@ -348,19 +341,13 @@ static void advance(struct conn *c)
     }
 }
 
-/* Whether C's state takes input: a request, or a streamed body. */
-static bool parsing(const struct conn *c)
-{
-    return c->state <= CONN_STREAM_OPEN;
-}
-
 /* Input that is no request (WHY, for the debug log): a PROXY header from a
  * peer not entitled to send one closes (the spec's abort), anything else
  * is answered. While a first request's bytes so far still begin as a
  * header, which it is waits for more of them: C reads on, parsing nothing,
- * until conn__sniff_verdict knows (conn_on_read comes back here), its
+ * until conn__sniff_verdict knows (conn__on_read comes back here), its
  * client stops sending, or its head's deadline (header_timeout) passes. */
-static void refuse_input(struct conn *c, const char *why)
+void conn__refuse_input(struct conn *c, const char *why)
 {
     c->in_len = 0;
     if (c->parsed == PARSED_NONE) {
@@ -390,11 +377,11 @@ static void refuse_input(struct conn *c, const char *why)
  * the state wants more. Only through conn__resume, which keeps the turns: true
  * when a request was answered at once and more input waits, which asks
  * for its own turn. */
-static bool parse_input(struct conn *c)
+bool conn__parse(struct conn *c)
 {
-    while (c->in_len > 0 && parsing(c)) {
+    while (c->in_len > 0 && conn__parsing(c)) {
         /* A streamed body goes in no faster than its route takes it. */
-        size_t len = streaming(c) && c->body_window < c->in_len ? c->body_window : c->in_len;
+        size_t len = conn__streaming(c) && c->body_window < c->in_len ? c->body_window : c->in_len;
         if (len == 0)
             break;
         const char *start = c->in + c->in_off;
@@ -449,13 +436,13 @@ static bool parse_input(struct conn *c)
                 c->req.target = NULL;
                 c->route = NULL;
             }
-            refuse_input(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
+            conn__refuse_input(c, c->error ? NULL : llhttp_get_error_reason(&c->parser));
             break;
         }
         /* What llhttp took as framing must pass before anything is answered. */
         if (strict_lines_scan(&c->lines, c->scanned, (size_t)(start + used - c->scanned)) < 0) {
             c->in_len = 0;
-            refuse_input(c, "bare CR or LF, folded line, or no CRLF after chunk data");
+            conn__refuse_input(c, "bare CR or LF, folded line, or no CRLF after chunk data");
             break;
         }
         c->in_off += used;
@@ -475,11 +462,11 @@ static bool parse_input(struct conn *c)
 /* ---- turns: the loop's time, shared by client (turns.h) ------------------- */
 
 /* Parses C's input now, its time charged to its client's turn; says
- * whether more waits (parse_input). */
+ * whether more waits (conn__parse). */
 static bool run_turn(struct conn *c, struct conn_turns *ct)
 {
     uint64_t flow = c->flow, t0 = uv_hrtime();
-    bool again = parse_input(c);
+    bool again = conn__parse(c);
     turns_charge(&ct->policy, flow, uv_hrtime() - t0);
     return again;
 }
@@ -505,8 +492,8 @@ void conn__resume(struct conn *c)
     struct conn_turns *ct = c->env->turns;
     bool again;
     do {
-        if (ct == NULL || ct->policy.share_ns == 0 || c->in_len == 0 || !parsing(c)) {
-            again = parse_input(c);
+        if (ct == NULL || ct->policy.share_ns == 0 || c->in_len == 0 || !conn__parsing(c)) {
+            again = conn__parse(c);
         } else if (c->turn.queued) {
             return; /* it waits already; its turn resumes it */
         } else if (turns_admit(&ct->policy, c->flow, false)) {
@@ -613,7 +600,7 @@ void conn_turns_stats(const struct conn_turns *ct, struct snapshot *s)
 void conn__refuse(struct conn *c, const char *why)
 {
     int status = c->error ? c->error : 400;
-    if (streaming(c)) {
+    if (conn__streaming(c)) {
         /* A streamed body went bad after its response began. While none of
          * the response is out (a late head waits for its first slot to
          * fill), stop it and answer the refusal instead; after that no
@@ -645,7 +632,7 @@ void conn__refuse(struct conn *c, const char *why)
 
 void conn_body_window(struct conn *c, size_t bytes)
 {
-    if (!streaming(c))
+    if (!conn__streaming(c))
         return;
     c->body_window = bytes;
     if (bytes == 0) {
@@ -668,7 +655,7 @@ void conn_body_window(struct conn *c, size_t bytes)
  * not called again, and the connection closes after the response. */
 void conn__drop_stream(struct conn *c)
 {
-    if (streaming(c)) {
+    if (conn__streaming(c)) {
         c->keep_alive = false;
         conn__enter(c, CONN_SEND);
     }
@@ -719,5 +706,5 @@ void conn__finish(struct conn *c, bool parse_next)
     conn__enter(c, CONN_IDLE);
     llhttp_resume(&c->parser);
     if (parse_next)
-        conn__resume(c);
+        c->on->resume(c);
 }

@@ -108,6 +108,14 @@ struct framing {
     size_t ext_len;            /* chunk-extension bytes so far */
 };
 
+/* What the core (conn.c) calls above itself: the handlers of a
+ * connection's events, wired by accept.c at the accept. */
+struct conn_events {
+    uv_read_cb read;                /* input.c: a read came */
+    uv_timer_cb timer;              /* timer.c: the timer fired */
+    void (*resume)(struct conn *c); /* input.c: parse the input that waits, at its turn */
+};
+
 /* A connection: owned by its server's list (conn_env.conns); frees itself
  * once its two handles are closed, its pump idle and no handler holds it. */
 struct conn {
@@ -116,7 +124,8 @@ struct conn {
     uint64_t wake_at; /* when the timer is wanted (loop ms); it may be set earlier */
     unsigned handles; /* of those two, not closed yet */
     struct conn_env *env;
-    struct conn *next, **pprev; /* pprev is NULL until conn_accept has served it */
+    const struct conn_events *on; /* set at the accept */
+    struct conn *next, **pprev;   /* pprev is NULL until conn_accept has served it */
     enum conn_state state;
     llhttp_t parser;
     const struct route *route;
@@ -238,6 +247,24 @@ static inline bool conn__rated(const struct conn *c)
     return c->state >= CONN_BODY && c->state <= CONN_REFUSING;
 }
 
+/* Whether a streaming route takes C's body now (its window open or shut). */
+static inline bool conn__streaming(const struct conn *c)
+{
+    return c->state == CONN_STREAM_OPEN || c->state == CONN_STREAM_SHUT;
+}
+
+/* Whether C's state takes input: a request, or a streamed body. */
+static inline bool conn__parsing(const struct conn *c)
+{
+    return c->state <= CONN_STREAM_OPEN;
+}
+
+/* Whether the client, not the request, is what the state waits on. */
+static inline bool conn__sending(const struct conn *c)
+{
+    return c->state == CONN_SEND || c->state == CONN_STREAM_SHUT || c->state == CONN_REFUSING;
+}
+
 /* conn.c: the state machine. */
 /* The one place the state changes: checks the move against the table, arms
  * the new state's timer and reads or not to match. */
@@ -261,6 +288,15 @@ void conn__drop_stream(struct conn *c);
 /* The response has been handed to the socket in full; PARSE_NEXT: parse
  * what input waits (else the caller's parse loop goes on). */
 void conn__finish(struct conn *c, bool parse_next);
+/* A read of C's socket came (libuv's read callback). */
+void conn__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+/* Parses the buffered input as far as the state lets it; true when a
+ * request was answered at once and more input waits. Only through
+ * conn__resume, which keeps the turns. */
+bool conn__parse(struct conn *c);
+/* Input that is no request (WHY, for the debug log): refused, or closed
+ * when it began a PROXY header C's client may not send. */
+void conn__refuse_input(struct conn *c, const char *why);
 
 /* timer.c: the connection's timer. */
 /* Arms the timer for the state C has just entered from FROM. */
@@ -272,6 +308,13 @@ void conn__arm_timer(struct conn *c, uint64_t delay_ms);
 uint64_t conn__body_deadline(const struct conn *c, uint64_t now);
 /* Puts C in its class among its client's connections. */
 void conn__place(struct conn *c);
+/* C's timer fired (libuv's timer callback). */
+void conn__on_timer(uv_timer_t *timer);
+/* While sending, how often the timer looks whether the client took bytes. */
+unsigned conn__send_check_ms(const struct conn *c);
+/* How long until C's meter starts its next window, when its progress is
+ * measured; else MS. */
+uint64_t conn__rate_check(const struct conn *c, uint64_t ms);
 
 /* send.c: a response's writes. */
 /* The pump's completion: the response is out (STATUS 0) or failed. */
@@ -307,7 +350,8 @@ void conn__close_unlisted(struct conn *c);
 /* request.c: llhttp's callbacks record the request in C (parsed, req,
  * route, error, deferred) and hand a streaming route its body; they change
  * no state. */
-extern const llhttp_settings_t conn__parser_settings;
+/* Readies C's parser (llhttp in its strict mode) with these callbacks. */
+void conn__parser_init(struct conn *c);
 /* Whether C's request goes to a streaming route, answered at its head. */
 bool conn__streams(const struct conn *c);
 /* Keeps chunk extensions from llhttp (strict.h): of the LEN bytes at P, the

@@ -379,7 +379,7 @@ static int on_message_complete(llhttp_t *p)
     return HPE_PAUSED;
 }
 
-const llhttp_settings_t conn__parser_settings = {
+static const llhttp_settings_t parser_settings = {
     .on_message_begin = on_message_begin,
     .on_url = on_url,
     .on_header_field = on_header_field,
@@ -392,6 +392,12 @@ const llhttp_settings_t conn__parser_settings = {
     .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
+
+void conn__parser_init(struct conn *c)
+{
+    /* llhttp_init leaves every lenient flag off: llhttp's strict mode. */
+    llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
+}
 
 /* ---- the handler's per-request state ---------------------------------------- */
 

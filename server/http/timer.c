@@ -4,8 +4,6 @@
  * client's (who gives way at max_connections). */
 #include "server/http/conn_internal.h"
 
-static void conn_on_timer(uv_timer_t *timer);
-
 /* Whether C waits on its client rather than on us: for (more of) its body,
  * or for it to take the bytes queued on its socket. */
 static bool waits_on_client(const struct conn *c)
@@ -67,20 +65,14 @@ void conn__arm_timer(struct conn *c, uint64_t delay_ms)
     c->wake_at = uv_now(c->env->loop) + delay_ms;
     if (uv_is_active((uv_handle_t *)&c->timer) && uv_timer_get_due_in(&c->timer) <= delay_ms)
         return;
-    if (uv_timer_start(&c->timer, conn_on_timer, delay_ms, 0) < 0)
+    if (uv_timer_start(&c->timer, c->on->timer, delay_ms, 0) < 0)
         conn__close(c, false); /* only when closing already */
-}
-
-/* Whether the client, not the request, is what the state waits on. */
-static bool sending(const struct conn *c)
-{
-    return c->state == CONN_SEND || c->state == CONN_STREAM_SHUT || c->state == CONN_REFUSING;
 }
 
 /* A client that reads nothing shows no change in the socket's queue, which
  * libuv empties as the kernel takes bytes. A check every quarter of the
  * timeout bounds the lateness of the cut to that quarter. */
-static unsigned send_check_ms(const struct conn *c)
+unsigned conn__send_check_ms(const struct conn *c)
 {
     return conn__cfg(c)->send_timeout / 4 + 1;
 }
@@ -88,7 +80,7 @@ static unsigned send_check_ms(const struct conn *c)
 /* How long until C's meter starts its next window, when its progress is
  * measured (rated, min_rate on); else MS. Whether it went slow is looked
  * at then. */
-static uint64_t rate_check(const struct conn *c, uint64_t ms)
+uint64_t conn__rate_check(const struct conn *c, uint64_t ms)
 {
     if (!conn__rated(c) || conn__cfg(c)->min_rate == 0)
         return ms;
@@ -139,7 +131,7 @@ void conn__arm_state(struct conn *c, enum conn_state from)
     c->deadline = now + timeout_ms;
     if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN)
         c->deadline = conn__body_deadline(c, now);
-    if (sending(c)) {
+    if (conn__sending(c)) {
         c->sent_queue = 0;
         c->sent_pumped = c->pump.sent;
     }
@@ -147,7 +139,9 @@ void conn__arm_state(struct conn *c, enum conn_state from)
     uint64_t left = c->deadline > now ? c->deadline - now : 0;
     uint64_t first = conn__awaits_head(c) ? timeout_ms / CONN_LATE_PART + 1 : left;
     /* A resume that is due keeps its turn at once; the deadline holds. */
-    conn__arm_timer(c, c->resume_due ? 0 : rate_check(c, sending(c) ? send_check_ms(c) : first));
+    conn__arm_timer(
+        c,
+        c->resume_due ? 0 : conn__rate_check(c, conn__sending(c) ? conn__send_check_ms(c) : first));
 }
 
 /* Whether the client took bytes since the last look: the queue shrank, or
@@ -201,7 +195,7 @@ static void time_out(struct conn *c)
     }
 }
 
-static void conn_on_timer(uv_timer_t *timer)
+void conn__on_timer(uv_timer_t *timer)
 {
     struct conn *c = timer->data;
     uint64_t now = uv_now(c->env->loop);
@@ -219,14 +213,14 @@ static void conn_on_timer(uv_timer_t *timer)
         conn__follow_input(c);
     }
     conn__place(c); /* a window of its progress may have ended */
-    if (sending(c) && send_progressed(c))
+    if (conn__sending(c) && send_progressed(c))
         c->deadline = now + conn__cfg(c)->send_timeout;
     if (now >= c->deadline) {
         time_out(c);
         return;
     }
     uint64_t wait = c->deadline - now;
-    if (sending(c) && wait > send_check_ms(c))
-        wait = send_check_ms(c);
-    conn__arm_timer(c, rate_check(c, wait));
+    if (conn__sending(c) && wait > conn__send_check_ms(c))
+        wait = conn__send_check_ms(c);
+    conn__arm_timer(c, conn__rate_check(c, wait));
 }
