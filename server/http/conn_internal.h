@@ -265,40 +265,13 @@ static inline bool conn__sending(const struct conn *c)
     return c->state == CONN_SEND || c->state == CONN_STREAM_SHUT || c->state == CONN_REFUSING;
 }
 
-/* conn.c: the state machine. */
+/* conn.c: the core. */
 /* The one place the state changes: checks the move against the table, arms
  * the new state's timer and reads or not to match. */
 void conn__enter(struct conn *c, enum conn_state state);
 /* Starts or stops reading to match the state and the buffer, and places C
  * among its client's connections. */
 void conn__follow_input(struct conn *c);
-/* Closes both handles; RESET closes with SO_LINGER 0 (an RST). */
-void conn__close(struct conn *c, bool reset);
-/* Frees C once its handles are closed, its pump idle and nothing holds it. */
-void conn__maybe_free(struct conn *c);
-/* Input to parse: now if its client has time left in this turn, else at a
- * later turn. */
-void conn__resume(struct conn *c);
-/* A request that failed to parse (WHY, for the debug log), was refused or
- * timed out: answers it, then drains and closes. */
-void conn__refuse(struct conn *c, const char *why);
-/* A streaming request's body has nowhere to go any more: the rest stays
- * unread, and the connection closes after the response. */
-void conn__drop_stream(struct conn *c);
-/* The response has been handed to the socket in full; PARSE_NEXT: parse
- * what input waits (else the caller's parse loop goes on). */
-void conn__finish(struct conn *c, bool parse_next);
-/* A read of C's socket came (libuv's read callback). */
-void conn__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
-/* Parses the buffered input as far as the state lets it; true when a
- * request was answered at once and more input waits. Only through
- * conn__resume, which keeps the turns. */
-bool conn__parse(struct conn *c);
-/* Input that is no request (WHY, for the debug log): refused, or closed
- * when it began a PROXY header C's client may not send. */
-void conn__refuse_input(struct conn *c, const char *why);
-
-/* timer.c: the connection's timer. */
 /* Arms the timer for the state C has just entered from FROM. */
 void conn__arm_state(struct conn *c, enum conn_state from);
 /* Wakes C's timer in DELAY_MS (or sooner, if it is set so already). */
@@ -308,44 +281,21 @@ void conn__arm_timer(struct conn *c, uint64_t delay_ms);
 uint64_t conn__body_deadline(const struct conn *c, uint64_t now);
 /* Puts C in its class among its client's connections. */
 void conn__place(struct conn *c);
-/* C's timer fired (libuv's timer callback). */
-void conn__on_timer(uv_timer_t *timer);
 /* While sending, how often the timer looks whether the client took bytes. */
 unsigned conn__send_check_ms(const struct conn *c);
 /* How long until C's meter starts its next window, when its progress is
  * measured; else MS. */
 uint64_t conn__rate_check(const struct conn *c, uint64_t ms);
-
-/* send.c: a response's writes. */
-/* The pump's completion: the response is out (STATUS 0) or failed. */
-void conn__on_pump_done(struct pump *pump, int status);
-
-/* accept.c: a new connection, and who it serves. */
-/* Names C's client SA, for everything that tells clients apart, and its
- * place among the clients (*CLIENT). */
-void conn__name_client(struct conn *c, const struct sockaddr *sa, struct addr_prefix *client);
-/* C's peer as a client, in *CLIENT; C's names are left as they are. */
-void conn__peer_client(struct conn *c, struct addr_prefix *client);
-/* C came at max_connections and its client, CLIENT, is refused (WHY): the
- * 503 a direct connection of that client gets, and the close. */
-void conn__refuse_at_limit(struct conn *c, const struct addr_prefix *client,
-                           enum clients_refusal why);
-
-/* proxy.c: the PROXY protocol's intake. */
-/* C's peer is a load balancer and its header is not whole yet: takes what
- * in[] holds of it. Returns whether the rest of in[] is to be parsed as
- * HTTP. */
-bool conn__take_proxy_header(struct conn *c);
-/* Keeps the first bytes of C's first request, to tell a PROXY header its
- * client sends unentitled. */
-void conn__sniff_first(struct conn *c);
-/* Whether C's failed first request began as a PROXY header: 1 it did (it
- * is closed, unanswered), -1 it did not (it is answered), 0 not known yet
- * (more of its first PROXY_SNIFF bytes are wanted). */
-int conn__sniff_verdict(const struct conn *c);
-/* Closes C, whose client sent a PROXY header of its own, or began one and
- * sent no more: unanswered, counted under refused.unlisted. */
-void conn__close_unlisted(struct conn *c);
+/* Closes both handles; RESET closes with SO_LINGER 0 (an RST). */
+void conn__close(struct conn *c, bool reset);
+/* Frees C once its handles are closed, its pump idle and nothing holds it. */
+void conn__maybe_free(struct conn *c);
+/* A streaming request's body has nowhere to go any more: the rest stays
+ * unread, and the connection closes after the response. */
+void conn__drop_stream(struct conn *c);
+/* The response has been handed to the socket in full; PARSE_NEXT: parse
+ * what input waits (c->on->resume; else the caller's parse loop goes on). */
+void conn__finish(struct conn *c, bool parse_next);
 
 /* request.c: llhttp's callbacks record the request in C (parsed, req,
  * route, error, deferred) and hand a streaming route its body; they change
@@ -369,5 +319,59 @@ size_t conn__error_head(struct conn *c, int status, const char *allow, char *bod
 /* Adds the framing of a body of LEN bytes (< 0: unknown) and says whether
  * it is chunked; an unknown length on HTTP/1.0 ends the connection. */
 bool conn__body_framing(struct conn *c, long long len);
+
+/* admit.c: who a connection serves, and the 503 at max_connections. */
+/* Names C's client SA, for everything that tells clients apart, and its
+ * place among the clients (*CLIENT). */
+void conn__name_client(struct conn *c, const struct sockaddr *sa, struct addr_prefix *client);
+/* C's peer as a client, in *CLIENT; C's names are left as they are. */
+void conn__peer_client(struct conn *c, struct addr_prefix *client);
+/* C came at max_connections and its client, CLIENT, is refused (WHY): the
+ * 503 a direct connection of that client gets, and the close. */
+void conn__refuse_at_limit(struct conn *c, const struct addr_prefix *client,
+                           enum clients_refusal why);
+
+/* send.c: a response's writes. */
+/* The pump's completion: the response is out (STATUS 0) or failed. */
+void conn__on_pump_done(struct pump *pump, int status);
+
+/* proxy.c: the PROXY protocol's intake. */
+/* C's peer is a load balancer and its header is not whole yet: takes what
+ * in[] holds of it. Returns whether the rest of in[] is to be parsed as
+ * HTTP. */
+bool conn__take_proxy_header(struct conn *c);
+/* Keeps the first bytes of C's first request, to tell a PROXY header its
+ * client sends unentitled. */
+void conn__sniff_first(struct conn *c);
+/* Whether C's failed first request began as a PROXY header: 1 it did (it
+ * is closed, unanswered), -1 it did not (it is answered), 0 not known yet
+ * (more of its first PROXY_SNIFF bytes are wanted). */
+int conn__sniff_verdict(const struct conn *c);
+/* Closes C, whose client sent a PROXY header of its own, or began one and
+ * sent no more: unanswered, counted under refused.unlisted. */
+void conn__close_unlisted(struct conn *c);
+
+/* parse.c: the parse loop. */
+/* Parses the buffered input as far as the state lets it; true when a
+ * request was answered at once and more input waits. Only through
+ * conn__resume, which keeps the turns. */
+bool conn__parse(struct conn *c);
+/* Input that is no request (WHY, for the debug log): refused, or closed
+ * when it began a PROXY header C's client may not send. */
+void conn__refuse_input(struct conn *c, const char *why);
+/* A request that failed to parse (WHY, for the debug log), was refused or
+ * timed out: answers it, then drains and closes. */
+void conn__refuse(struct conn *c, const char *why);
+
+/* input.c: a read, and its client's turn. */
+/* A read of C's socket came (libuv's read callback). */
+void conn__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+/* Input to parse: now if its client has time left in this turn, else at a
+ * later turn. */
+void conn__resume(struct conn *c);
+
+/* timer.c: the timer's expiry. */
+/* C's timer fired (libuv's timer callback). */
+void conn__on_timer(uv_timer_t *timer);
 
 #endif

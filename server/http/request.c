@@ -405,23 +405,3 @@ const struct request *conn_request(const struct conn *c)
 {
     return &c->req;
 }
-
-void conn_set_handler_state(struct conn *c, void *state, void (*free_fn)(void *))
-{
-    if (c->handler_state != NULL && c->state_free != NULL)
-        c->state_free(c->handler_state);
-    c->handler_state = state;
-    c->state_free = free_fn;
-}
-
-void *conn_handler_state(struct conn *c)
-{
-    return c->handler_state;
-}
-
-void *conn_take_handler_state(struct conn *c)
-{
-    void *state = c->handler_state;
-    c->handler_state = NULL;
-    return state;
-}
