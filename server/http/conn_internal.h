@@ -1,15 +1,30 @@
 #ifndef UNCLOG_CONN_INTERNAL_H
 #define UNCLOG_CONN_INTERNAL_H
 
-/* The inside of a connection, shared by the files that make it: conn.c
- * (the state machine: its events and transitions, its lifetime, the parse
- * loop, dispatch and the end of a response), timer.c (its timer: the
- * deadlines, the pace, its class among its client's), send.c (a
- * response's writes), accept.c (a socket becomes a connection, or gets the
- * 503), proxy.c (a balancer's PROXY header), request.c (llhttp's
- * callbacks: what a request says and whether it may) and response.c (the
- * response head). request.c and response.c call nothing in the others:
- * they record, and the others act. No other file includes this one. */
+/* The inside of a connection, shared by the files that make it. They
+ * stand in layers: a file calls the files below it, never one above, so
+ * each reads without the files that use it (tests/integration/51_calls.t
+ * finds no call circle among them). From the bottom:
+ *
+ *   conn.c      the core: the states and the one move between them
+ *               (conn__enter), the timer armed and reading set for each,
+ *               the close and the free, the end of a response
+ *   request.c   llhttp's callbacks: what a request says and whether it may
+ *   response.c  the response head; nothing is sent
+ *   admit.c     who a connection serves, and the 503 at max_connections
+ *   send.c      a response's writes, and the pump's completion
+ *   proxy.c     a balancer's PROXY header, and one a client may not send
+ *   parse.c     the parse loop: llhttp run, the state moved, dispatch,
+ *               refusals
+ *   input.c     a read, and when its input is parsed: the turns
+ *   timer.c     the timer's expiry: the timeouts
+ *   accept.c    a socket becomes a connection
+ *
+ * request.c and response.c record, and the others act. What the core
+ * needs from above (the handlers of a read, of the timer's expiry and of
+ * the input that waits after a response) it reaches through c->on
+ * (struct conn_events), which accept.c wires. No other file includes this
+ * one. */
 
 #include <llhttp.h>
 #include <stdbool.h>
@@ -87,7 +102,7 @@ enum conn_state {
 };
 
 /* How far llhttp has got in the current request: request.c's callbacks
- * record it, and conn.c brings the state up to it after llhttp_execute. */
+ * record it, and parse.c brings the state up to it after llhttp_execute. */
 enum parsed { PARSED_NONE, PARSED_BEGUN, PARSED_HEAD, PARSED_ALL };
 
 /* Request fields llhttp leaves unchecked; reset for every request. */

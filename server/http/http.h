@@ -120,7 +120,7 @@ struct conn_env {
     /* The server's count of connections served (max_connections), each
      * from its accept until it is freed, and of its 503s at the limit since
      * its last tick (one warning a second): the listener's and a relayed
-     * connection's, whose client its PROXY header names (conn.c). */
+     * connection's, whose client its PROXY header names (admit.c). */
     const uint64_t *active;
     unsigned *refused_logged;
     struct conn *conns; /* the live connections: linked and unlinked by them */

@@ -1,7 +1,7 @@
 /* Requests: llhttp's callbacks, the limits and strict checks on what a
- * client sends, its route, and the handler's per-request state. The
+ * client sends, its route, and the request as handlers read it. The
  * callbacks record how far the request got (c->parsed) or why it is refused
- * (c->error); conn.c, which runs llhttp, acts on that. */
+ * (c->error); parse.c, which runs llhttp, acts on that. */
 #include "server/http/conn.h"
 #include "server/http/conn_internal.h"
 
@@ -303,9 +303,9 @@ static int on_headers_complete(llhttp_t *p)
     if (has_body(r) && expect != NULL && strcasecmp(expect, "100-continue") == 0 &&
         r->http_minor == 1)
         send_continue(c);
-    /* A streaming route answers at its head: pause there for conn.c to
+    /* A streaming route answers at its head: pause there for parse.c to
      * dispatch it, and the body goes in only as fast as the route's window
-     * lets it. A chunked body pauses at each chunk-size line, for conn.c to
+     * lets it. A chunked body pauses at each chunk-size line, for parse.c to
      * keep its extensions from llhttp. Without a body, the message
      * completes as this returns. */
     if (r->chunked)
@@ -362,7 +362,7 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     c->framing.body_len += len;
     if (c->framing.body_len > c->framing.body_max)
         return refuse_body(c);
-    /* Never below 0: conn.c feeds llhttp no more than the window. */
+    /* Never below 0: parse.c feeds llhttp no more than the window. */
     if (c->state == CONN_STREAM_OPEN || c->state == CONN_STREAM_SHUT)
         c->body_window -= len;
     if (c->route->on_body == NULL)
@@ -399,7 +399,7 @@ void conn__parser_init(struct conn *c)
     llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
 }
 
-/* ---- the handler's per-request state ---------------------------------------- */
+/* ---- the request, as handlers read it ---------------------------------------- */
 
 const struct request *conn_request(const struct conn *c)
 {

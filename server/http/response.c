@@ -1,6 +1,6 @@
 /* Response heads: the status line, the fields every response has, a
  * body's framing and the small error responses, built in the connection's
- * buffer. Nothing here sends: conn.c writes what is built. */
+ * buffer. Nothing here sends: send.c writes what is built. */
 #include "server/http/conn.h"
 #include "server/http/conn_internal.h"
 
