@@ -7,6 +7,9 @@
 # 50_layers.t checks the #include lines; this checks what the code calls,
 # which an include does not show: server.c calls listener.c through
 # server_internal.h, and listener.c must not call server.c back.
+# And inside each room, file by file: the files of a room call one another
+# one way only (the connection's files stand in layers, conn_internal.h), so
+# what a file calls is read without the files that call it.
 import os
 import re
 
@@ -39,15 +42,16 @@ def strip(text):
     return NOISE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
-def calls(texts):
-    """{unit: {other unit it calls: [the names]}} from {path: stripped text}."""
+def calls(texts, unit_of=unit):
+    """{unit: {other unit it calls: [the names]}} from {path: stripped text},
+    each path in the unit UNIT_OF names."""
     owner = {}
     for path, text in texts.items():
         for m in DEFINITION.finditer(text):
-            owner.setdefault(m.group(1), set()).add(unit(path))
+            owner.setdefault(m.group(1), set()).add(unit_of(path))
     edges = {}
     for path, text in texts.items():
-        u = unit(path)
+        u = unit_of(path)
         for name in set(IDENTIFIER.findall(text)):
             for v in owner.get(name, ()):
                 if v != u:
@@ -96,6 +100,20 @@ def main():
     is_([describe(c, edges) for c in found], [],
         "no call circle between the units of server/ (%d units, %d calls between them)"
         % (len(edges), sum(len(v) for v in edges.values())))
+
+    # File by file inside each room of server/.
+    rooms = sorted({unit(p) for p in texts if unit(p) != p})
+    ok("server/http" in rooms, "the rooms are read", rooms)
+    for room in rooms:
+        inside = {p: t for p, t in texts.items() if unit(p) == room}
+        _, file_edges = calls(inside, lambda p: p)
+        if room == "server/http":
+            ok("server/http/conn.c" in file_edges.get("server/http/send.c", {}),
+               "send.c calls conn.c (the reading finds calls between files)")
+        found = circles(file_edges)
+        is_([describe(c, file_edges) for c in found], [],
+            "no call circle between the files of %s (%d files, %d calls between them)"
+            % (room, len(inside), sum(len(v) for v in file_edges.values())))
 
 
 run(main)
