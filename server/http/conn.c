@@ -7,16 +7,9 @@
  * a response go up through c->on, wired at the accept. */
 #include "server/http/conn.h"
 #include "server/http/conn_internal.h"
-#include "server/base/snapshot.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 static void turn_leave(struct conn *c);
 

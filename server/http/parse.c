@@ -6,7 +6,6 @@
 #include "server/http/conn.h"
 #include "server/http/conn_internal.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* Whether C answers a request now: a stop lets it finish. */
