@@ -233,7 +233,7 @@ static void snapshot(const struct server *srv, const struct clients_peer *peers,
     }
     responses_stats(srv, s);
     gateway_stats(&srv->gateway, s);
-    pump_sender_stats(&srv->sender, s);
+    sender_stats(&srv->sender, s);
     conn_turns_stats(&srv->turns, s);
 }
 

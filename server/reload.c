@@ -22,7 +22,7 @@ void server__apply_to_pumps(struct server *srv)
     srv->pump_env.partition = (struct pump_partition){
         .size = cfg->partition, .min = cfg->partition_min, .max = cfg->partition_max};
     srv->pump_env.disk = cfg->emulate_disk;
-    pump_sender_set_pass_bytes(&srv->sender, cfg->send_turn);
+    sender_set_pass_bytes(&srv->sender, cfg->send_turn);
     conn_turns_set_share(&srv->turns, (uint64_t)cfg->turn_share * 1000);
 }
 

@@ -75,7 +75,7 @@ static void server_on_signal(uv_signal_t *sig, int signum)
 }
 
 /* The last connection is gone after a stop: close what is left. */
-/* The gateway's and the pumps' reports, to the clients table: who used
+/* The gateway's and the writers' reports, to the clients table: who used
  * the pool and the socket in the last second (clients.h). */
 static void server_on_job_ran(void *arg, uint64_t flow, uint64_t ns, uint64_t loop_ns)
 {
@@ -175,21 +175,22 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
     /* As many idle zlib states as the pool has threads to deflate at once. */
     zstates_init(&srv->zstates, &srv->budget, cfg->threads);
     pass_init(&srv->pass, loop);
-    pump_sender_init(&srv->sender, &srv->pass, cfg->send_turn);
+    sender_init(&srv->sender, &srv->pass, cfg->send_turn);
     conn_turns_init(&srv->turns, &srv->pass, (uint64_t)cfg->turn_share * 1000);
     srv->pump_env = (struct pump_env){.gateway = &srv->gateway,
                                       .budget = &srv->budget,
                                       .zstates = &srv->zstates,
-                                      .bytes_sent = &srv->bytes_sent,
-                                      .sent = server_on_sent,
-                                      .sent_arg = srv,
-                                      .sender = &srv->sender,
                                       .stalled = &srv->stalled};
+    srv->writer_env = (struct writer_env){.pump = &srv->pump_env,
+                                          .sender = &srv->sender,
+                                          .bytes_sent = &srv->bytes_sent,
+                                          .sent = server_on_sent,
+                                          .sent_arg = srv};
     server__apply_to_pumps(srv);
     srv->conn_env = (struct conn_env){.loop = loop,
                                       .owner = srv,
                                       .cfg = &srv->cfg,
-                                      .pump = &srv->pump_env,
+                                      .writer = &srv->writer_env,
                                       .access = &srv->access,
                                       .stopping = &srv->stopping,
                                       .route = server_route,

@@ -15,6 +15,8 @@
 #include "server/base/pass.h"
 #include "server/http/clients.h"
 #include "server/http/conn.h"
+#include "server/http/sender.h"
+#include "server/http/writer.h"
 #include "server/pool/pump.h"
 
 #define SERVER_MODULES_MAX 8
@@ -77,7 +79,8 @@ struct server {
     struct pump_env pump_env;               /* what every response's pump shares */
     struct pass pass;                       /* the loop's passes: its check, idle, prepare */
     struct pump_stalled stalled;            /* responses that give way under pressure */
-    struct pump_sender sender;              /* the loop's writes, shared by client */
+    struct sender sender;                   /* the loop's writes, shared by client */
+    struct writer_env writer_env;           /* what every response's writer shares */
     struct conn_turns turns;                /* the loop's time, shared by client */
     struct conn_env conn_env;               /* what every connection reads; owns their list */
     struct clients clients;                 /* who holds the connections (conn_env's) */

@@ -21,7 +21,8 @@ static struct config pair_cfg;
 static struct config *pair_cfg_ptr = &pair_cfg;
 static bool pair_stopping;
 static uint64_t pair_bytes_sent;
-static struct pump_env pair_pump = {.bytes_sent = &pair_bytes_sent};
+static struct pump_env pair_pump;
+static struct writer_env pair_writer = {.pump = &pair_pump, .bytes_sent = &pair_bytes_sent};
 static struct access_log pair_log;
 static struct clients pair_clients;
 static const struct route *pair_the_route;
@@ -53,7 +54,7 @@ static void pair_conn_gone(struct server *owner, bool admin)
 
 static struct conn_env pair_env = {.loop = &pair_loop,
                                    .cfg = &pair_cfg_ptr,
-                                   .pump = &pair_pump,
+                                   .writer = &pair_writer,
                                    .access = &pair_log,
                                    .stopping = &pair_stopping,
                                    .route = pair_find_route,

@@ -86,7 +86,7 @@ static int accept_fd(struct conn_env *env, int fd, bool at_limit, bool admin)
     uv_timer_init(env->loop, &c->timer);
     c->tcp.data = c->timer.data = c;
     c->handles = 2;
-    pump_init(&c->pump, (uv_stream_t *)&c->tcp, env->pump, 0, conn__on_pump_done);
+    writer_init(&c->writer, (uv_stream_t *)&c->tcp, env->writer, &conn__writer_ops);
     conn__parser_init(c);
     strict_lines_init(&c->lines);
     c->admin = admin;

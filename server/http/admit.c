@@ -85,7 +85,8 @@ void conn__name_client(struct conn *c, const struct sockaddr *sa, struct addr_pr
         uv_ip4_name((const struct sockaddr_in *)sa, c->peer, sizeof c->peer);
     c->loopback = addr_is_loopback(sa);
     addr_prefix_of(sa, 32, 128, &c->addr);
-    c->flow = c->pump.flow = client_of(sa, cfg->client_prefix.v4, cfg->client_prefix.v6, client);
+    c->flow = client_of(sa, cfg->client_prefix.v4, cfg->client_prefix.v6, client);
+    writer_set_flow(&c->writer, c->flow);
 }
 
 bool conn_relayed_from(const struct config *cfg, const struct sockaddr *sa)

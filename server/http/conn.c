@@ -144,7 +144,7 @@ void conn__enter(struct conn *c, enum conn_state state)
          * and its body is due within body_max_time. */
         uint64_t now = uv_now(c->env->loop);
         rate_meter_start(&c->meter, now);
-        c->rate_pumped = c->pump.sent;
+        c->rate_pumped = writer_sent(&c->writer);
         c->body_end = now + conn__cfg(c)->body_max_time;
     }
     conn__arm_state(c, from);
@@ -172,9 +172,9 @@ static bool slow(struct conn *c)
     uint64_t now = uv_now(c->env->loop), min_rate = conn__cfg(c)->min_rate;
     /* The timer looks at the start of every window: the pump's bytes since
      * the last look count in that look's window, not in the one just begun. */
-    rate_meter_add(&c->meter, c->pump.sent - c->rate_pumped,
+    rate_meter_add(&c->meter, writer_sent(&c->writer) - c->rate_pumped,
                      c->meter.window * RATE_METER_WINDOW_MS);
-    c->rate_pumped = c->pump.sent;
+    c->rate_pumped = writer_sent(&c->writer);
     return min_rate > 0 && waits_on_client(c) && rate_meter_slow(&c->meter, min_rate, now);
 }
 
@@ -282,7 +282,7 @@ void conn__arm_state(struct conn *c, enum conn_state from)
         c->deadline = conn__body_deadline(c, now);
     if (conn__sending(c)) {
         c->sent_queue = 0;
-        c->sent_pumped = c->pump.sent;
+        c->sent_pumped = writer_sent(&c->writer);
     }
     /* A head's first wake-up comes early: it makes the head late. */
     uint64_t left = c->deadline > now ? c->deadline - now : 0;
@@ -298,10 +298,10 @@ void conn__arm_state(struct conn *c, enum conn_state from)
 /* Frees C once its handles are closed, its pump idle and nothing holds it. */
 void conn__maybe_free(struct conn *c)
 {
-    if (c->state != CONN_CLOSED || c->holds > 0 || c->pump.src != NULL)
+    if (c->state != CONN_CLOSED || c->holds > 0 || writer_running(&c->writer))
         return;
     conn_set_handler_state(c, NULL, NULL);
-    pump_free(&c->pump);
+    writer_free(&c->writer);
     free(c->body);
     struct conn_env *env = c->env;
     bool served = c->pprev != NULL, admin = c->admin;
@@ -334,9 +334,7 @@ void conn__close(struct conn *c, bool reset)
         return;
     conn__enter(c, CONN_CLOSING);
     turn_leave(c);
-    if (c->env->pump->sender != NULL)
-        pump_sender_drop(c->env->pump->sender, &c->send);
-    pump_stop(&c->pump);
+    writer_close(&c->writer);
     uv_close((uv_handle_t *)&c->timer, conn_on_close);
     if (!reset || uv_tcp_close_reset(&c->tcp, conn_on_close) < 0)
         uv_close((uv_handle_t *)&c->tcp, conn_on_close);

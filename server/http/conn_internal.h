@@ -39,6 +39,7 @@
 #include "server/http/turns.h"
 #include "server/http/http.h"
 #include "server/http/proxy_header.h"
+#include "server/http/writer.h"
 #include "server/http/rate_meter.h"
 #include "server/pool/pump.h"
 #include "server/http/strict.h"
@@ -167,7 +168,7 @@ struct conn {
     /* timeouts */
     uint64_t started_ns; /* uv_hrtime() at the request's first byte: where its latency starts */
     uint64_t deadline;   /* uv_now() at which the state times out */
-    size_t sent_queue;   /* sending: the socket's queue and the pump's count when last seen */
+    size_t sent_queue;   /* sending: the socket's queue and the writer's count when last seen */
     unsigned long long sent_pumped;
     uv_shutdown_t shutdown_req;
 
@@ -187,7 +188,7 @@ struct conn {
      * connection may give way to another client's newcomer as an idle one. */
     bool head_late;
     /* BODY to REFUSING: the bytes of the body and the response moved, in
-     * windows (min_rate), and the pump's count when last added. */
+     * windows (min_rate), and the writer's count when last added. */
     struct rate_meter meter;
     unsigned long long rate_pumped;
     uint64_t body_end; /* uv_now() by which the body must be in (body_max_time) */
@@ -201,9 +202,8 @@ struct conn {
     char *body; /* copy sent by conn_send_body; owned, reused */
     size_t body_cap;
     unsigned long long bytes;
-    uv_write_t write_req;
     uv_write_t continue_req;
-    struct pump pump;
+    struct writer writer; /* every write of a response; its pump streams bodies */
 
     void *handler_state; /* the handler's per-request state, freed with state_free */
     void (*state_free)(void *);
@@ -216,9 +216,6 @@ struct conn {
     struct client_link client; /* its place in env->clients: counted, and listed while IDLE */
     /* Not state: queued in env->turns while its input waits for its client's turn. */
     struct fairq_node turn;
-    /* An in-memory response (head, and body in body[]) waiting for its
-     * turn with the sender, as a pump's slot does. */
-    struct pump_turn send;
     /* The PROXY protocol. From a peer under proxy_protocol_from
      * (proxy_peer), input goes to proxy_in[] until its header is whole
      * (while proxy_wait); then, or from any other peer, proxy_in[] keeps
@@ -347,8 +344,8 @@ void conn__refuse_at_limit(struct conn *c, const struct addr_prefix *client,
                            enum clients_refusal why);
 
 /* send.c: a response's writes. */
-/* The pump's completion: the response is out (STATUS 0) or failed. */
-void conn__on_pump_done(struct pump *pump, int status);
+/* What the connection's writer tells it (send.c). */
+extern const struct writer_ops conn__writer_ops;
 
 /* proxy.c: the PROXY protocol's intake. */
 /* C's peer is a load balancer and its header is not whole yet: takes what

@@ -92,9 +92,10 @@ struct clients;
 struct conn_turns;
 struct client_link;
 struct config;
+struct writer_env;
 
-/* What every connection of a server reads and whom it tells, as the pump
- * has its pump_env: the connection knows no more of its server. Owned and
+/* What every connection of a server reads and whom it tells, as the writer
+ * has its writer_env: the connection knows no more of its server. Owned and
  * filled by the server, which must outlive its connections. */
 struct conn_env {
     uv_loop_t *loop;
@@ -102,7 +103,7 @@ struct conn_env {
     /* The limits and timeouts: the server's pointer, which a reload may
      * replace; read when a connection or a request needs them. */
     struct config *const *cfg;
-    const struct pump_env *pump; /* every response's pump; its bytes_sent counts bodies */
+    const struct writer_env *writer; /* every response's writer; its bytes_sent counts bodies */
     struct access_log *access;
     const bool *stopping; /* the server is stopping: no more keep-alive */
     /* The route for TARGET (query ignored) on the public listener, or on

@@ -34,7 +34,7 @@ static void dispatch(struct conn *c)
     c->answering = false;
     bool whole = c->written_now;
     c->written_now = false;
-    /* The whole answer went out here (send.c's issue_out): reading never stopped,
+    /* The whole answer went out here (writer_answer): reading never stopped,
      * and the parse loop goes on with the next request. */
     if (whole && c->state < CONN_CLOSING)
         conn__finish(c, false);
@@ -201,10 +201,10 @@ void conn__refuse(struct conn *c, const char *why)
          * status can be sent, and the response is cut short. */
         log_debug("request %s: %s (%d) while streaming", c->peer, why ? why : "refused", status);
         c->in_len = 0;
-        if (pump_head_held(&c->pump)) {
+        if (writer_head_held(&c->writer)) {
             c->error = status;
             conn__enter(c, CONN_REFUSING);
-            pump_stop(&c->pump);
+            writer_stop(&c->writer);
         } else {
             conn__close(c, true);
         }
@@ -227,7 +227,7 @@ void conn_stop_all(struct conn_env *env, bool force)
     /* conn__close unlinks a connection only later, from its close callback:
      * walking the list here is safe. */
     for (struct conn *c = env->conns; c != NULL; c = c->next) {
-        if (force && conn__streaming(c) && pump_head_held(&c->pump)) {
+        if (force && conn__streaming(c) && writer_head_held(&c->writer)) {
             /* Its client has seen nothing yet: better told than dropped. */
             c->error = 503;
             conn__refuse(c, "stopping before its body was in");

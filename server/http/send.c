@@ -1,15 +1,16 @@
-/* A response's writes: the head and an in-memory body through the sender
- * (at their client's turn), a pumped body started and its completion, and
- * a failure answered before the first byte. */
+/* A response's writes, through the connection's writer (writer.h): the
+ * head and an in-memory body, a streamed body started and its completion,
+ * and a failure answered before the first byte. */
 #include "server/http/conn.h"
 #include "server/http/conn_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static void conn_on_write(uv_write_t *req, int status)
+/* An answer that did not go whole at once is in the kernel's hands. */
+static void conn_on_written(struct writer *w, int status)
 {
-    struct conn *c = container_of(req, struct conn, write_req);
+    struct conn *c = container_of(w, struct conn, writer);
     /* Closing already: libuv still reports a write that had completed, with 0. */
     if (status < 0 || c->state >= CONN_CLOSING)
         conn__close(c, false);
@@ -17,59 +18,27 @@ static void conn_on_write(uv_write_t *req, int status)
         conn__finish(c, true);
 }
 
-/* Hands the head and the c->bytes of body[] to the socket. Inside
- * dispatch it first tries to write them at once: an answer that goes out
- * whole then ends there (written_now), with no write request, callback or
- * change to what the loop polls for; the rest of one that does not is
- * queued as any write. */
-static void issue_out(struct conn *c)
+/* An answer's LEN body bytes go to the socket: they count for C's rate
+ * and its client. */
+static void conn_on_issuing(struct writer *w, size_t len)
 {
-    size_t len = c->bytes;
-    uv_buf_t bufs[2] = {uv_buf_init(c->head, (unsigned)c->head_out.len),
-                        uv_buf_init(c->body, (unsigned)len)};
-    uv_buf_t *out = bufs;
-    unsigned n = len ? 2 : 1;
+    struct conn *c = container_of(w, struct conn, writer);
     rate_meter_add(&c->meter, len, uv_now(c->env->loop));
-    *c->env->pump->bytes_sent += len;
     clients_sent(c->env->clients, c->flow, len, uv_now(c->env->loop));
-    if (c->answering) {
-        int w = uv_try_write((uv_stream_t *)&c->tcp, bufs, n);
-        if (w < 0 && w != UV_EAGAIN) {
-            conn__close(c, false);
-            return;
-        }
-        size_t done = w > 0 ? (size_t)w : 0;
-        for (; n > 0 && done >= out->len; out++, n--)
-            done -= out->len;
-        if (n == 0) {
-            c->written_now = true;
-            if (c->env->pump->sender != NULL)
-                c->env->pump->sender->whole_at_once++;
-            return;
-        }
-        out->base += done;
-        out->len -= done;
-    }
-    if (uv_write(&c->write_req, (uv_stream_t *)&c->tcp, out, n, conn_on_write) < 0)
-        conn__close(c, false);
 }
 
-/* The in-memory response's turn with the sender came. */
-static void send_turn(struct pump_turn *t)
-{
-    issue_out(container_of(t, struct conn, send));
-}
-
-/* The head, and LEN bytes of body[] after it, through the sender as any
- * pumped write: now, or at its client's turn. */
+/* The head, and LEN bytes of body[] after it, through the writer: now, or
+ * at its client's turn. Inside dispatch it first tries to write them at
+ * once: an answer that goes out whole then ends there (written_now), with
+ * no write request, callback or change to what the loop polls for. */
 static void write_out(struct conn *c, size_t len)
 {
     c->bytes = len;
-    struct pump_sender *snd = c->env->pump->sender;
-    c->send.go = send_turn;
-    if (snd != NULL && !pump_sender_admit(snd, &c->send, c->flow, c->head_out.len + len))
-        return;
-    issue_out(c);
+    int rc = writer_answer(&c->writer, c->head, c->head_out.len, c->body, len, c->answering);
+    if (rc < 0)
+        conn__close(c, false);
+    else if (rc > 0)
+        c->written_now = true;
 }
 
 void conn_send_head(struct conn *c)
@@ -141,21 +110,21 @@ void conn_send_source(struct conn *c, struct pump_source *src, long long len)
             write_out(c, 0);
         return;
     }
-    c->rate_pumped = 0; /* the pump counts this response from 0 */
-    int rc = pump_start(&c->pump, src, c->head, c->head_out.len, chunked);
+    c->rate_pumped = 0; /* the writer counts this response from 0 */
+    int rc = writer_start(&c->writer, src, c->head, c->head_out.len, chunked);
     if (rc < 0)
         answer_failure(c, rc, 503);
 }
 
-/* The pump's completion: the response is out (0) or failed. */
-void conn__on_pump_done(struct pump *pump, int status)
+/* The streamed response's completion: it is out (0) or failed. */
+static void conn_on_streamed(struct writer *w, int status)
 {
-    struct conn *c = container_of(pump, struct conn, pump);
-    c->bytes = pump->sent;
+    struct conn *c = container_of(w, struct conn, writer);
+    c->bytes = writer_sent(w);
     if (c->state == CONN_REFUSING) {
         conn__enter(c, CONN_SEND);
         conn_send_error(c, c->error, c->route->allow);
-    } else if (status < 0 && c->state < CONN_CLOSING && pump_unsent(pump)) {
+    } else if (status < 0 && c->state < CONN_CLOSING && writer_nothing_sent(w)) {
         answer_failure(c, status, 500);
     } else if (status < 0 || c->state >= CONN_CLOSING) {
         conn__close(c, false);
@@ -164,3 +133,6 @@ void conn__on_pump_done(struct pump *pump, int status)
     }
     conn__maybe_free(c);
 }
+
+const struct writer_ops conn__writer_ops = {
+    .issuing = conn_on_issuing, .written = conn_on_written, .done = conn_on_streamed};

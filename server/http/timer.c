@@ -10,9 +10,9 @@
 static bool send_progressed(struct conn *c)
 {
     size_t queued = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
-    bool moved = queued == 0 || queued < c->sent_queue || c->pump.sent != c->sent_pumped;
+    bool moved = queued == 0 || queued < c->sent_queue || writer_sent(&c->writer) != c->sent_pumped;
     c->sent_queue = queued;
-    c->sent_pumped = c->pump.sent;
+    c->sent_pumped = writer_sent(&c->writer);
     return moved;
 }
 

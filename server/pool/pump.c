@@ -1,51 +1,48 @@
+/* The pump: fills a response's slots on the pool, through the gateway
+ * and the budget, and hands them up to its writer; gives memory way under
+ * pressure. And the file source. */
 #include "server/pool/pump.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/fs.h>
-#include <linux/openat2.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "server/base/config.h"
-#include "server/base/snapshot.h"
 #include "server/base/util.h"
 
-static const char crlf[] = "\r\n";
-static const char last_chunk[] = "0\r\n\r\n";
-
 static void fill_next(struct pump *pump);
-static void slot_turn(struct pump_turn *t);
 
-void pump_init(struct pump *pump, uv_stream_t *stream, const struct pump_env *env, uint64_t flow,
-               pump_done_fn done)
+void pump_init(struct pump *pump, const struct pump_env *env, const struct pump_out *out)
 {
-    *pump = (struct pump){.stream = stream, .env = env, .flow = flow, .done = done, .filling = -1};
-    for (int i = 0; i < 2; i++) {
-        pump->slots[i].pump = pump;
-        pump->slots[i].turn.go = slot_turn;
-    }
+    *pump = (struct pump){.env = env, .out = out, .filling = -1};
 }
 
-bool pump_head_held(const struct pump *pump)
+void pump_set_flow(struct pump *pump, uint64_t flow)
 {
-    return pump->src != NULL && pump->head != NULL;
+    pump->flow = flow;
 }
 
-bool pump_unsent(const struct pump *pump)
+bool pump_running(const struct pump *pump)
 {
-    return pump->head != NULL;
+    return pump->src != NULL;
+}
+
+bool pump_going(const struct pump *pump)
+{
+    return pump->src != NULL && !pump->failed && !pump->stopping;
+}
+
+bool pump_rewinds(const struct pump *pump)
+{
+    return pump->src != NULL && pump->src->ops->rewind != NULL;
 }
 
 bool pump_busy(const struct pump *pump)
 {
     return pump->filling >= 0 || pump->slots[0].busy || pump->slots[1].busy || pump->waiting ||
-           pump->wire_busy;
+           pump->blocked;
 }
 
 /* Frees the slots' buffers, keeping their size for the next fills. */
@@ -108,58 +105,38 @@ static void stall_remove(struct pump *pump)
     pump->stall_listed = false;
 }
 
-/* PUMP is listed while it might give way: its wire write waits, or a
- * fill it submitted may still wait in the gateway's queue (can_give_way
- * asks the gateway, when it matters, whether it still does). */
+/* PUMP is listed while it might give way: its writer's socket is blocked,
+ * or a fill it submitted may still wait in the gateway's queue
+ * (can_give_way asks the gateway, when it matters, whether it still does). */
 static void stall_update(struct pump *pump)
 {
-    if (pump->src != NULL && (pump->wire_busy || pump->filling >= 0))
+    if (pump->src != NULL && (pump->blocked || pump->filling >= 0))
         stall_add(pump);
     else
         stall_remove(pump);
 }
 
-/* Whether SLOT's buffer holds B (its rest may point into it). */
-static bool in_slot(const struct pump_slot *slot, const uv_buf_t *b)
-{
-    return slot->buf != NULL && b->base >= slot->buf && b->base <= slot->buf + slot->len;
-}
-
-/* The body bytes of the slot being handed out that are still in it, or
- * SIZE_MAX when what is left is not body alone (a head, a chunk's frame). */
-static size_t out_rest(const struct pump *pump)
-{
-    const struct pump_slot *slot = pump->out;
-    if (slot == NULL || slot->at == slot->nbufs)
-        return 0;
-    if (slot->nbufs - slot->at > 1 || !in_slot(slot, &slot->bufs[slot->at]))
-        return SIZE_MAX;
-    return slot->bufs[slot->at].len;
-}
-
 /* Whether PUMP may give its slots back now: its slots hold memory of its
  * own, its source can make their bytes again (it rewinds, and has not
  * ended: a file source closes its file after the last piece), and either
- * its socket takes no more (a wire write waits) and nothing fills a slot,
- * or its fill still waits in the gateway's queue (give_way takes it back:
- * it read nothing). A response whose head has not gone may give way only
- * before anything is framed (its first fill waits). */
+ * its socket takes no more (a write waits) and nothing fills a slot, or
+ * its fill still waits in the gateway's queue (give_way takes it back: it
+ * read nothing). And what its writer holds of it is body bytes alone (the
+ * writer's unsent). */
 static bool can_give_way(const struct pump *pump)
 {
     const struct pump_source *src = pump->src;
     bool queued_fill = pump->filling >= 0 && gateway_withdrawable(&pump->fill.job);
-    bool idle_wire = pump->wire_busy && pump->filling < 0;
-    bool framed = pump->head == NULL || (pump->out == NULL && pump->queued == NULL);
+    bool idle_wire = pump->blocked && pump->filling < 0;
     return src != NULL && (queued_fill || idle_wire) && pump->slot_held && !pump->eof &&
            !pump->failed && !pump->stopping && src->ops->rewind != NULL &&
-           pump->gathering == NULL && framed && out_rest(pump) != SIZE_MAX &&
-           pump->held > src->held;
+           pump->gathering == NULL && pump->held > src->held && pump->out->unsent(pump) != SIZE_MAX;
 }
 
 static void drop_waiting(struct pump *pump);
 
-/* PUMP gives back every slot it filled and has not sent (the bytes in the
- * wire write go on): its source rewinds over them, and the next fill
+/* PUMP gives back every slot it filled and has not sent (the bytes its
+ * writer copied go on): its source rewinds over them, and the next fill
  * reserves a slot again and reads them anew. */
 static void give_way(struct pump *pump)
 {
@@ -173,7 +150,7 @@ static void give_way(struct pump *pump)
         pump->filling = -1;
         b->fills_withdrawn++;
     }
-    size_t unsent = out_rest(pump) + (pump->queued != NULL ? pump->queued->len : 0);
+    size_t unsent = pump->out->unsent(pump);
     drop_waiting(pump);
     if (unsent > 0)
         pump->src->ops->rewind(pump->src, unsent);
@@ -185,9 +162,9 @@ static void give_way(struct pump *pump)
     pump->slot_held = false;
     stall_remove(pump);
     give(pump, bytes);
-    if (!pump->wire_busy) {
-        /* No wire write will come back to start the next fill: it asks for
-         * its slot again now, and waits its turn (without pressing others:
+    if (!pump->blocked) {
+        /* No write will come back to start the next fill: it asks for its
+         * slot again now, and waits its turn (without pressing others:
          * this may run inside press). */
         pump->quiet = true;
         fill_next(pump);
@@ -227,7 +204,7 @@ static void press(const struct pump_env *env, uint64_t client)
     }
 }
 
-/* ---- handing slots to the socket ------------------------------------------ */
+/* ---- what the writer tells the pump ------------------------------------- */
 
 /* Ends the response once nothing is in flight; FAILED responses report an error. */
 static void finish_if_idle(struct pump *pump)
@@ -245,201 +222,77 @@ static void finish_if_idle(struct pump *pump)
     /* May start other responses that waited for this memory. */
     give(pump, pump->held);
     int status = pump->error < 0 ? pump->error : UV_ECANCELED;
-    pump->done(pump, pump->failed || !pump->eof ? status : 0);
+    pump->out->done(pump, pump->failed || !pump->eof ? status : 0);
 }
 
-/* Writes of PUMP not handed out yet will not go: the response failed or
- * stops. */
+/* The slots handed up and not sent will not go: the response failed,
+ * stops or gives way. The writer forgets them; only a slot being filled
+ * stays busy. */
 static void drop_waiting(struct pump *pump)
 {
-    struct pump_slot *slots[2] = {pump->out, pump->queued};
-    for (int i = 0; i < 2; i++) {
-        if (slots[i] == NULL)
-            continue;
-        if (slots[i]->turn.item.node.queued)
-            pump_sender_drop(pump->env->sender, &slots[i]->turn);
-        slots[i]->busy = false;
-    }
-    pump->out = pump->queued = NULL;
-}
-
-/* Decides what SLOT hands the socket: the head before the first piece,
- * the chunk framing around it. */
-static void frame_slot(struct pump *pump, struct pump_slot *slot)
-{
-    uv_buf_t *bufs = slot->bufs;
-    unsigned n = 0;
-    if (pump->head != NULL) {
-        bufs[n++] = uv_buf_init((char *)pump->head, (unsigned)pump->head_len);
-        pump->head = NULL;
-    }
-    if (pump->chunked && slot->len > 0) {
-        int len = snprintf(slot->frame, sizeof slot->frame, "%zx\r\n", slot->len);
-        bufs[n++] = uv_buf_init(slot->frame, (unsigned)len);
-    }
-    if (slot->len > 0)
-        bufs[n++] = uv_buf_init(slot->buf, (unsigned)slot->len);
-    if (pump->chunked && slot->len > 0)
-        bufs[n++] = uv_buf_init((char *)crlf, 2);
-    if (pump->chunked && slot->last)
-        bufs[n++] = uv_buf_init((char *)last_chunk, sizeof last_chunk - 1);
-    slot->nbufs = n;
-    slot->at = 0;
-    slot->granted = false;
-}
-
-static size_t rest_of(const struct pump_slot *slot)
-{
-    size_t bytes = 0;
-    for (unsigned i = slot->at; i < slot->nbufs; i++)
-        bytes += slot->bufs[i].len;
-    return bytes;
-}
-
-/* N bytes of SLOT's rest went to the kernel (or into the wire buffer, to
- * WIRE when not NULL): its body bytes count as sent. */
-static void advance(struct pump *pump, struct pump_slot *slot, size_t n, char *wire)
-{
-    size_t body = 0;
-    while (n > 0 && slot->at < slot->nbufs) {
-        uv_buf_t *b = &slot->bufs[slot->at];
-        size_t k = n < b->len ? n : b->len;
-        if (wire != NULL) {
-            memcpy(wire, b->base, k);
-            wire += k;
-        }
-        if (in_slot(slot, b))
-            body += k;
-        b->base += k;
-        b->len -= k;
-        n -= k;
-        if (b->len == 0)
-            slot->at++;
-    }
-    pump->sent += body;
-    *pump->env->bytes_sent += body;
-    if (pump->env->sent != NULL && body > 0)
-        pump->env->sent(pump->env->sent_arg, pump->flow, body);
-}
-
-static void pump_on_wire(uv_write_t *req, int status);
-
-/* The kernel took less of a step than it was given: the next bytes, at
- * most PUMP_WIRE of WANT, go into the wire buffer and wait for the socket;
- * the slot's rest stays free to give back. */
-static void write_wire(struct pump *pump, struct pump_slot *slot, size_t want)
-{
-    size_t n = want < PUMP_WIRE ? want : PUMP_WIRE;
-    advance(pump, slot, n, pump->wire);
-    uv_buf_t buf = uv_buf_init(pump->wire, (unsigned)n);
-    int rc = uv_write(&pump->wire_req, pump->stream, &buf, 1, pump_on_wire);
-    if (rc < 0) {
-        pump->failed = true;
-        drop_waiting(pump);
-        return;
-    }
-    pump->wire_busy = true;
-    stall_add(pump);
-    maybe_give_way(pump);
-}
-
-/* Hands the slots out, in the order they were filled, each at its turn:
- * as far as the socket takes them now, the next bytes then into the wire. */
-static void write_on(struct pump *pump)
-{
-    struct pump_sender *snd = pump->env->sender;
-    while (!pump->wire_busy && pump->out != NULL) {
-        struct pump_slot *slot = pump->out;
-        if (pump->failed || pump->stopping) {
-            drop_waiting(pump);
-            return;
-        }
-        if (slot->turn.item.node.queued)
-            return; /* waits for its turn */
-        size_t rest = rest_of(slot);
-        if (rest == 0) {
-            /* The slot is out: the next goes, and a fill may take this one. */
-            slot->busy = false;
-            pump->out = pump->queued;
-            pump->queued = NULL;
-            if (pump->out != NULL)
-                frame_slot(pump, pump->out);
-            if (!pump->eof)
-                fill_next(pump);
-            continue;
-        }
-        /* A slot takes one turn, for all its bytes, however many writes
-         * the socket needs for them. */
-        if (!slot->granted && snd != NULL && !pump_sender_admit(snd, &slot->turn, pump->flow, rest))
-            return;
-        slot->granted = true;
-        if (pump->src->ops->rewind == NULL) {
-            /* A source that cannot make its bytes again keeps its slots:
-             * the slot goes whole, pinned until the kernel took it all. */
-            int rc = uv_write(&pump->wire_req, pump->stream, slot->bufs + slot->at,
-                              slot->nbufs - slot->at, pump_on_wire);
-            if (rc < 0) {
-                pump->failed = true;
-                drop_waiting(pump);
-                return;
-            }
-            pump->wire_busy = true;
-            advance(pump, slot, rest, NULL); /* uv_write copied the buffers' list */
-            return;
-        }
-        int rc = uv_try_write(pump->stream, slot->bufs + slot->at, slot->nbufs - slot->at);
-        if (rc < 0 && rc != UV_EAGAIN) {
-            pump->failed = true;
-            drop_waiting(pump);
-            return;
-        }
-        size_t took_now = rc > 0 ? (size_t)rc : 0;
-        advance(pump, slot, took_now, NULL);
-        if (took_now < rest)
-            write_wire(pump, slot, rest - took_now);
+    pump->out->drop(pump);
+    for (int i = 0; i < PUMP_SLOTS; i++) {
+        if (i != pump->filling)
+            pump->slots[i].busy = false;
     }
 }
 
-/* SLOT is filled: it goes after the one being handed out. */
-static void write_slot(struct pump *pump, struct pump_slot *slot)
+void pump_drop(struct pump *pump)
 {
-    if (pump->out != NULL) {
-        pump->queued = slot;
-        return;
-    }
-    pump->out = slot;
-    frame_slot(pump, slot);
-    write_on(pump);
+    drop_waiting(pump);
 }
 
-static void pump_on_wire(uv_write_t *req, int status)
+void pump_fail(struct pump *pump)
 {
-    struct pump *pump = container_of(req, struct pump, wire_req);
-    pump->wire_busy = false;
+    pump->failed = true;
+    drop_waiting(pump);
+}
+
+void pump_settle(struct pump *pump)
+{
+    finish_if_idle(pump);
+}
+
+void pump_slot_sent(struct pump *pump, unsigned slot)
+{
+    pump->slots[slot].busy = false;
+    if (!pump->eof)
+        fill_next(pump);
+}
+
+void pump_blocked(struct pump *pump, bool stalls)
+{
+    pump->blocked = true;
+    if (stalls) {
+        stall_add(pump);
+        maybe_give_way(pump);
+    }
+}
+
+void pump_unblocked(struct pump *pump, int status)
+{
+    pump->blocked = false;
     stall_update(pump);
     if (status < 0) {
-        pump->failed = true;
-        drop_waiting(pump);
+        pump_fail(pump);
         /* Nobody will read what a queued fill would produce. */
         if (pump->filling >= 0)
             gateway_cancel(&pump->fill.job);
-    } else {
-        write_on(pump);
-        if (pump->out == NULL && !pump->eof && !pump->failed && !pump->stopping)
-            fill_next(pump);
     }
+}
+
+void pump_wrote(struct pump *pump, bool idle)
+{
+    if (idle && pump->src != NULL && !pump->eof && !pump->failed && !pump->stopping)
+        fill_next(pump);
     finish_if_idle(pump);
 }
 
-/* The slot's turn came: it goes on, which may end the response, even the
- * connection. */
-static void slot_turn(struct pump_turn *t)
+/* SLOT is filled: up it goes, after those handed up before. */
+static void hand_up(struct pump *pump, struct pump_slot *slot, bool last)
 {
-    struct pump_slot *slot = container_of(t, struct pump_slot, turn);
-    struct pump *pump = slot->pump;
-    slot->granted = true; /* its step goes now */
-    write_on(pump);
-    finish_if_idle(pump);
+    pump->handed = true;
+    pump->out->filled(pump, (unsigned)(slot - pump->slots), slot->buf, slot->len, last);
 }
 
 void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes)
@@ -470,11 +323,11 @@ static void fill_work(struct gateway_job *job)
         pump_emulate_disk(&f->disk, started, f->len);
 }
 
-/* Whether SLOT, just filled, waits for more before it goes out: the head
- * of a source that commits late waits for a full slot or the end. */
+/* Whether SLOT, just filled, waits for more before it goes up: the first
+ * slot of a source that commits late waits to be full, or for the end. */
 static bool gathers(const struct pump *pump, const struct pump_slot *slot)
 {
-    return pump->src->commit_late && pump->head != NULL && !pump->eof && slot->len < pump->alloc;
+    return pump->src->commit_late && !pump->handed && !pump->eof && slot->len < pump->alloc;
 }
 
 static void fill_after_work(struct gateway_job *job, int status)
@@ -491,7 +344,7 @@ static void fill_after_work(struct gateway_job *job, int status)
         pump->failed = true;
     } else {
         slot->len += pump->fill.len;
-        slot->last = pump->eof = pump->fill.eof;
+        pump->eof = pump->fill.eof;
         if (pump->reread > 0) {
             size_t again = pump->fill.len < pump->reread ? pump->fill.len : pump->reread;
             pump->reread -= again;
@@ -501,11 +354,11 @@ static void fill_after_work(struct gateway_job *job, int status)
             slot->busy = false;
             pump->gathering = slot;
         } else {
-            write_slot(pump, slot);
+            hand_up(pump, slot, pump->eof);
         }
         if (!pump->eof && !pump->failed)
             fill_next(pump);
-        if (pump->wire_busy)
+        if (pump->blocked)
             maybe_give_way(pump); /* a fill it could not give back is in */
     }
     finish_if_idle(pump);
@@ -622,7 +475,7 @@ static void fill_next(struct pump *pump)
 static void on_granted(struct budget_waiter *w)
 {
     struct pump *pump = container_of(w, struct pump, wait);
-    uint64_t now = uv_now(pump->stream->loop);
+    uint64_t now = uv_now(pump->env->gateway->loop);
     pump->env->budget->waited_ms += now - pump->wait_start;
     pump->waiting = false;
     took(pump, w->bytes);
@@ -630,8 +483,7 @@ static void on_granted(struct budget_waiter *w)
     finish_if_idle(pump);
 }
 
-int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
-               bool chunked)
+int pump_start(struct pump *pump, struct pump_source *src)
 {
     /* The slots are sized for the largest piece the partition gives now,
      * and no larger than the budget: a `whole` file bigger than
@@ -647,15 +499,11 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
     pump->alloc = src->ops->size ? src->ops->size(src, pump->piece_max) : pump->piece_max;
     pump->src = src;
     src->pump = pump;
-    pump->head = head;
-    pump->head_len = head_len;
     pump->gathering = NULL;
-    pump->sent = 0;
-    pump->chunked = chunked;
+    pump->handed = false;
     pump->eof = pump->failed = pump->stopping = false;
     pump->asked = 0;
     pump->reread = 0;
-    pump->out = pump->queued = NULL;
     pump->slot_held = !src->reserve_late;
     pump->error = 0;
     pump->wait.client = pump->flow; /* waiters take turns by client */
@@ -663,7 +511,7 @@ int pump_start(struct pump *pump, struct pump_source *src, const char *head, siz
         size_t need = src->held + pump->alloc;
         if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
             pump->waiting = true;
-            pump->wait_start = uv_now(pump->stream->loop);
+            pump->wait_start = uv_now(pump->env->gateway->loop);
             press(pump->env, pump->flow);
             return 0;
         }
@@ -697,7 +545,7 @@ bool pump_reserve(struct pump *pump, size_t bytes)
     }
     pump->asked = bytes;
     pump->waiting = true;
-    pump->wait_start = uv_now(pump->stream->loop);
+    pump->wait_start = uv_now(pump->env->gateway->loop);
     /* A response that gave way asks for its slot again: others may give
      * way to it in turn. (Not from a source's ready: no re-entry there.) */
     if (pump->src->ops->ready == NULL && !pump->quiet)
@@ -726,123 +574,6 @@ void pump_stop(struct pump *pump)
     if (pump->filling >= 0)
         gateway_cancel(&pump->fill.job);
     finish_if_idle(pump);
-}
-
-/* ---- the sender: the loop's writes, by client, a pass at a time ---------- */
-
-/* A pass begins after each poll: the writes that wait get theirs, as far
- * as it goes. */
-static void sender_begin(struct pass_sub *sub)
-{
-    struct pump_sender *snd = container_of(sub, struct pump_sender, sub);
-    share_new_pass(&snd->share);
-    struct share_item *item;
-    while ((item = share_next(&snd->share)) != NULL) {
-        struct pump_turn *t = container_of(item, struct pump_turn, item);
-        t->go(t);
-    }
-}
-
-static bool sender_waiting(const struct pass_sub *sub)
-{
-    return share_waiting(&container_of(sub, const struct pump_sender, sub)->share);
-}
-
-/* A write that waits keeps the loop from blocking until its turn comes. */
-bool pump_sender_admit(struct pump_sender *snd, struct pump_turn *t, uint64_t client, size_t bytes)
-{
-    t->item.client = client;
-    t->item.bytes = bytes;
-    bool now = share_admit(&snd->share, &t->item);
-    if (!now)
-        pass_wake(snd->pass);
-    return now;
-}
-
-void pump_sender_drop(struct pump_sender *snd, struct pump_turn *t)
-{
-    share_remove(&snd->share, &t->item);
-}
-
-void pump_sender_init(struct pump_sender *snd, struct pass *pass, size_t pass_bytes)
-{
-    *snd = (struct pump_sender){
-        .sub = {.begin = sender_begin, .waiting = sender_waiting},
-        .pass = pass,
-    };
-    share_init(&snd->share, pass_bytes);
-    pass_subscribe(pass, &snd->sub);
-}
-
-void pump_sender_set_pass_bytes(struct pump_sender *snd, size_t pass_bytes)
-{
-    share_set_pass_bytes(&snd->share, pass_bytes);
-}
-
-static const struct snap_def send_turn_def = {
-    .key = "turn_bytes",
-    .metric = "unclog_send_turn_bytes",
-    .help = "Bytes the loop hands the kernel per pass before the writes that wait take turns by "
-            "client (send_turn).",
-    .merge = SNAP_SAME};
-static const struct snap_def send_at_once_def = {
-    .key = "at_once",
-    .metric = "unclog_send_writes_at_once_total",
-    .kind = SNAP_COUNTER,
-    .help =
-        "Response writes handed to the kernel as they came: nothing waited, the pass had room."};
-static const struct snap_def send_whole_def = {
-    .key = "whole_at_once",
-    .metric = "unclog_send_whole_at_once_total",
-    .kind = SNAP_COUNTER,
-    .help = "Answers from memory that the kernel took whole as the request was dispatched: no "
-            "write request, no pause in reading the connection."};
-static const struct snap_def send_deferred_def = {
-    .key = "deferred",
-    .metric = "unclog_send_writes_deferred_total",
-    .kind = SNAP_COUNTER,
-    .help = "Response writes that waited for a later pass of the loop, in their client's queue."};
-static const struct snap_def send_contended_def = {
-    .key = "contended",
-    .metric = "unclog_send_writes_contended_total",
-    .kind = SNAP_COUNTER,
-    .help = "Waiting writes handed out while two clients or more had writes waiting."};
-static const struct snap_def send_turns_def = {
-    .key = "turns",
-    .metric = "unclog_send_turns_total",
-    .kind = SNAP_COUNTER,
-    .help = "Passes of the loop that began with writes waiting."};
-static const struct snap_def send_waiting_def = {
-    .key = "waiting_clients",
-    .metric = "unclog_send_waiting_clients",
-    .help = "Clients (hash buckets) with writes waiting now."};
-static const struct snap_def send_clients_max_def = {
-    .key = "waiting_clients_max",
-    .metric = "unclog_send_waiting_clients_max",
-    .help = "Most clients (hash buckets) with writes waiting at once: a client's connections "
-            "wait in one queue.",
-    .merge = SNAP_MAX};
-static const struct snap_def send_lag_def = {
-    .key = "lag_max",
-    .metric = "unclog_send_lag_max_bytes",
-    .help = "Most bytes one client with writes waiting was handed beyond another waiting one, "
-            "counted from when both waited: at most a quantum (64 KiB) and one write.",
-    .merge = SNAP_MAX};
-
-void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s)
-{
-    const struct share *sh = &snd->share;
-    snap_open(s, "send", NULL);
-    snap_add(s, &send_turn_def, sh->pass_bytes);
-    snap_add(s, &send_at_once_def, sh->counters.at_once);
-    snap_add(s, &send_whole_def, snd->whole_at_once);
-    snap_add(s, &send_deferred_def, sh->counters.deferred);
-    snap_add(s, &send_contended_def, sh->counters.contended);
-    snap_add(s, &send_turns_def, sh->counters.passes);
-    snap_add(s, &send_waiting_def, sh->queue.active);
-    snap_add(s, &send_clients_max_def, sh->counters.clients_max);
-    snap_add(s, &send_lag_def, sh->counters.lag_max);
-    snap_close(s);
 }
 
 /* ---- the file source ------------------------------------------------------ */

@@ -11,20 +11,23 @@
 #include "server/base/config.h"
 #include "server/base/pass.h"
 #include "server/pool/gateway.h"
-#include "server/pool/share.h"
 #include "server/pool/zstates.h"
 
 struct snapshot;
 
-/* The chunked reader. A pump moves bytes that a *source* produces on the
- * threadpool (file reads, deflate slices) to a connection's socket:
+/* The chunked reader's producer. A pump fills slots with the bytes a
+ * *source* produces on the threadpool (file reads, deflate slices) and
+ * hands each filled slot up to the side that writes it to the client
+ * (server/http/writer.c, which registers a struct pump_out):
  *
- *   fill slot A on the pool -> write A -> fill slot B -> write B -> fill A ...
+ *   fill slot A on the pool -> hand A up -> fill slot B -> hand B up -> ...
  *
  * At most one fill is in flight, and a fill starts only when a slot is free,
- * i.e. when its previous contents have been written to the socket. With two
- * slots, a response never holds more than two buffers of one piece each,
- * however large the file and however slow the client.
+ * i.e. when the writer has said its previous contents are out of it
+ * (pump_slot_sent). With two slots, a response never holds more than two
+ * buffers of one piece each, however large the file and however slow the
+ * client. The pump knows nothing of HTTP or sockets: the writer frames the
+ * bytes and hands them to the kernel.
  *
  * The pump alone decides how much input each fill takes (its *piece*). For
  * a source that reads a file (a file range, a multipart byterange set, a
@@ -33,10 +36,10 @@ struct snapshot;
  * slice. A response's slots are sized when it starts, for the largest piece
  * the partition gives then; a later, larger partition is capped at that.
  *
- * The head goes out in the same write as the first slot. A source that
- * commits late (a request body, whose own failure deserves a status) keeps
- * it back longer: its fills gather in the first slot until the slot is full
- * or the source has ended, and only then do head and slot go out together.
+ * A source that commits late (a request body, whose own failure deserves a
+ * status) keeps its first slot back: its fills gather in it until it is
+ * full or the source has ended, and only then is it handed up (with it
+ * the writer sends the response's head).
  *
  * The memory comes from the server's budget (server/pool/budget.h): a response
  * starts once its source's own buffers and one slot are reserved, and uses
@@ -84,9 +87,10 @@ struct pump_source {
     uint64_t remaining;     /* bytes still to take in (read or deflate); fill keeps it current */
     size_t held;            /* bytes the source itself holds (input, zlib): budgeted */
     struct pump *pump;      /* the pump running it, for pump_kick */
-    /* The head waits until the first slot is full or the source has ended.
-     * Its fills may then get a CAP smaller than what their piece makes:
-     * they keep the rest of their input for the next fill. */
+    /* The first slot is handed up (and the head with it) only once it is
+     * full or the source has ended. Its fills may then get a CAP smaller
+     * than what their piece makes: they keep the rest of their input for
+     * the next fill. */
     bool commit_late;
     /* Nothing is reserved as it starts (held is 0): ready asks pump_reserve
      * for what the source needs as it needs it, and the first slot is
@@ -115,44 +119,6 @@ struct pump_partition {
 size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining,
                   bool deflates);
 
-/* The loop's writes, shared by client (server/pool/share.h): owns the
- * share, whose passes the loop's pass service (server/base/pass.h) begins;
- * a write that waits wakes the service, so that the loop does not block
- * while it waits. Owned by the server, one per loop. */
-struct pump_sender {
-    struct share share;
-    struct pass_sub sub; /* subscribed to the pass service */
-    struct pass *pass;
-    uint64_t whole_at_once; /* answers written whole at once (conn.c's issue_out) */
-};
-
-/* A write that takes its turn through the sender: embedded in its owner
- * (a pump slot, a connection's in-memory response), which GO hands to the
- * socket when its turn comes. */
-struct pump_turn {
-    struct share_item item; /* item.node.queued: it waits */
-    void (*go)(struct pump_turn *t);
-};
-
-/* Loop thread: T, BYTES of CLIENT, wants to be written. Returns true when
- * it goes now (the caller writes it); else it waits, and T->go runs at its
- * turn. */
-bool pump_sender_admit(struct pump_sender *snd, struct pump_turn *t, uint64_t client, size_t bytes);
-
-/* T, waiting, will not be written (its owner stops): it leaves the queue.
- * Nothing when it does not wait. */
-void pump_sender_drop(struct pump_sender *snd, struct pump_turn *t);
-
-/* Prepares SND, subscribed to PASS, its passes handing the kernel
- * PASS_BYTES. */
-void pump_sender_init(struct pump_sender *snd, struct pass *pass, size_t pass_bytes);
-
-/* Changes the bytes of a pass (send_turn), from the next write on. */
-void pump_sender_set_pass_bytes(struct pump_sender *snd, size_t pass_bytes);
-
-/* Adds SND's counters to S, as the object "send". */
-void pump_sender_stats(const struct pump_sender *snd, struct snapshot *s);
-
 /* What every pump of a server shares: where fills and memory come from, and
  * the settings a live change makes reach responses in flight, read as each
  * fill starts. Owned by the server. */
@@ -162,33 +128,23 @@ struct pump_env {
     struct zstates *zstates;         /* deflate sources take their zlib state there */
     struct pump_partition partition; /* how file reads are cut now */
     struct disk_emulation disk;      /* emulate_disk now */
-    uint64_t *bytes_sent;            /* the server's count, added to as each piece is written */
-    /* Told of each piece as it is written: its client (the pump's flow) and
-     * its body bytes. NULL: nobody. */
-    void (*sent)(void *arg, uint64_t flow, size_t bytes);
-    void *sent_arg;               /* its argument */
-    struct pump_sender *sender;   /* whose turn it is to write; NULL: every write goes at once */
-    struct pump_stalled *stalled; /* who gives way under pressure; NULL: nobody */
+    struct pump_stalled *stalled;    /* who gives way under pressure; NULL: nobody */
 };
 
-/* Memory that gives way. A slot of a source that can rewind (a file) is
- * handed to the socket at its turn: what the kernel takes at once goes
- * from the slot itself (uv_try_write), and when it takes less, the next
- * few bytes are copied into the pump's own small wire buffer, which alone
- * uv_write pins until the client reads. The rest of the slot stays free to
- * give back: while another client waits for the budget
+/* Memory that gives way. The writer hands a slot of a source that can
+ * rewind (a file) to the socket from the slot itself as far as the kernel
+ * takes it, and copies only the next few bytes into a small buffer of its
+ * own, which alone waits for the client (pump_blocked). The rest of the
+ * slot stays free to give back: while another client waits for the budget
  * (budget_gives_way), a response of a client over its fair share whose
- * socket takes no more (its wire write waits) gives back the slots it
- * filled and has not sent, its source rewinds that many bytes, and it
+ * socket takes no more gives back the slots it filled and has not sent
+ * (the writer drops them), its source rewinds that many bytes, and it
  * reserves again when its client catches up. A response whose next fill
  * still waits in the pool's queue takes it back and gives way too, its
  * socket busy or not (not: it asks for its slot again at once). A source
- * that cannot rewind
- * (a deflate) keeps its slots and writes each whole with uv_write. The
- * responses whose wire write waits, or whose fill may, are listed here,
- * the server's.
+ * that cannot rewind (a deflate) keeps its slots. The responses whose
+ * socket waits, or whose fill may, are listed here, the server's.
  * docs/design/memory.md has more. */
-#define PUMP_WIRE ((size_t)2 << 10)
 struct pump_stalled {
     struct pump *first;
     size_t count;
@@ -196,25 +152,32 @@ struct pump_stalled {
 
 struct pump;
 
-/* Tells the owner that the response is complete (STATUS 0: every byte is in
- * the socket's hands) or failed (negative: the fill's error, such as -EIO
- * for a file that shrank, else UV_ECANCELED). After a failure the
- * connection must be closed, unless pump_unsent: then another response may
- * still go in its place. */
-typedef void (*pump_done_fn)(struct pump *pump, int status);
+/* What a pump tells the side that writes its slots: registered with
+ * pump_init by server/http/writer.c. Loop thread, each. */
+struct pump_out {
+    /* Slot SLOT (0 or 1) holds LEN bytes at BUF, LAST when the source ended
+     * with them: they go after the slots handed up before. The slot stays
+     * the writer's until pump_slot_sent, or until the pump drops it. */
+    void (*filled)(struct pump *pump, unsigned slot, char *buf, size_t len, bool last);
+    /* The bytes of the slots handed up that are not out of their buffers
+     * yet and that a rewinding source may make again; SIZE_MAX when what is
+     * left of them is not body bytes alone (a head, a chunk's frame). */
+    size_t (*unsent)(const struct pump *pump);
+    /* The slots handed up and not sent will not be (the response gives
+     * way, failed or stops): the writer forgets them. */
+    void (*drop)(struct pump *pump);
+    /* The response is complete (STATUS 0: every slot was sent) or failed
+     * (negative: the fill's error, such as -EIO for a file that shrank,
+     * else UV_ECANCELED). */
+    void (*done)(struct pump *pump, int status);
+};
+
+#define PUMP_SLOTS 2
 
 struct pump_slot {
-    uv_write_t req;
-    struct pump *pump;
     char *buf; /* owned by the pump; reused across responses */
     size_t len;
-    char frame[24]; /* chunk-size line when chunked */
-    bool busy;      /* being filled, waiting for its turn, or written and not yet confirmed */
-    struct pump_turn turn; /* waiting for its turn to be written */
-    uv_buf_t bufs[5];      /* what it hands the socket, set as it starts: the rest from AT */
-    unsigned nbufs, at;
-    bool last;    /* its fill was the source's last */
-    bool granted; /* its turn came: the rest of its bytes go without asking */
+    bool busy; /* being filled, or handed up and not sent yet */
 };
 
 /* One fill on the pool: all that the work half may touch. */
@@ -230,67 +193,89 @@ struct pump_fill {
     int rc;
 };
 
-/* Embedded in its connection. Owns its slots' buffers and, while running,
+/* Embedded in its writer. Owns its slots' buffers and, while running,
  * the source. */
 struct pump {
-    uv_stream_t *stream;
     const struct pump_env *env;
-    struct budget_waiter wait; /* queued for the reservation */
-    size_t held;               /* bytes of the budget this response holds */
-    uint64_t wait_start;       /* uv_now() when the reservation started waiting */
-    uint64_t flow;             /* the client, for the gateway's shares */
-    pump_done_fn done;
-    struct pump_source *src; /* NULL when idle */
+    const struct pump_out *out; /* who writes what it fills */
+    struct budget_waiter wait;  /* queued for the reservation */
+    size_t held;                /* bytes of the budget this response holds */
+    uint64_t wait_start;        /* uv_now() when the reservation started waiting */
+    uint64_t flow;              /* the client, for the gateway's shares */
+    struct pump_source *src;    /* NULL when idle */
     struct pump_fill fill;
-    struct pump_slot slots[2];
+    struct pump_slot slots[PUMP_SLOTS];
     size_t asked;     /* a pump_reserve that waited: granted, not yet claimed */
     bool slot_held;   /* the first slot's memory is held (reserve_late: from the first fill) */
     size_t alloc;     /* size of each slot's buffer in this response */
     size_t piece_max; /* the largest piece those slots hold */
     int filling;      /* slot being filled, or -1 */
-    /* commit_late, until the head is out: the slot whose bytes wait for it
-     * (not busy between two fills) */
+    /* commit_late, until the first slot is handed up: the slot whose bytes
+     * gather (not busy between two fills) */
     struct pump_slot *gathering;
-    const char *head; /* response head, sent with the first slot; NULL once it is */
-    size_t head_len;
-    unsigned long long sent; /* body bytes handed to the socket (framing excluded) */
-    bool chunked, eof, failed, stopping;
+    bool handed; /* a slot of this response was handed up */
+    bool eof, failed, stopping;
     bool waiting; /* for the budget */
     int error;    /* the failed fill's code, or 0 */
-    /* The slot being handed to the socket, and the one filled after it. */
-    struct pump_slot *out, *queued;
-    uv_write_t wire_req; /* a write of WIRE waits for the socket */
-    bool wire_busy;
-    char wire[PUMP_WIRE];
-    struct pump *stall_prev, *stall_next; /* in env->stalled while wire_busy */
+    bool blocked; /* the writer's socket takes no more: a write of it waits */
+    struct pump *stall_prev, *stall_next; /* in env->stalled while it may give way */
     bool stall_listed;
     bool quiet;      /* re-reserving from inside give_way: no press */
     uint64_t reread; /* bytes given back that the next fills read again */
 };
 
-/* Prepares an idle pump writing to STREAM in ENV, its fills run on behalf
- * of client FLOW. */
-void pump_init(struct pump *pump, uv_stream_t *stream, const struct pump_env *env, uint64_t flow,
-               pump_done_fn done);
+/* Prepares an idle pump in ENV whose filled slots go to OUT. */
+void pump_init(struct pump *pump, const struct pump_env *env, const struct pump_out *out);
 
-/* Streams SRC after HEAD (not copied: it must live until DONE) with
- * Transfer-Encoding chunked framing if CHUNKED. HEAD goes out with the first
- * slot (see commit_late). Takes ownership of SRC even on failure. Returns 0,
- * or a negative UV_E* code (DONE will not run). */
-int pump_start(struct pump *pump, struct pump_source *src, const char *head, size_t head_len,
-               bool chunked);
+/* The client its fills run on behalf of, from now on. */
+void pump_set_flow(struct pump *pump, uint64_t flow);
 
-/* True while a response runs and no byte of it has gone to the socket: it
- * may still be stopped and another response sent in its place. */
-bool pump_head_held(const struct pump *pump);
+/* Streams SRC: fills its slots and hands them up. Takes ownership of SRC
+ * even on failure. Returns 0, or a negative UV_E* code (done will not
+ * run). */
+int pump_start(struct pump *pump, struct pump_source *src);
 
-/* After DONE: true when no byte of the response went to the socket, its
- * head included. */
-bool pump_unsent(const struct pump *pump);
+/* True while a response runs (from pump_start until done). */
+bool pump_running(const struct pump *pump);
 
-/* True while a fill is on the pool, a write is in the socket's queue or the
- * response waits for the budget. */
+/* True while a fill is on the pool, a slot is handed up and not sent, the
+ * writer's socket is blocked or the response waits for the budget. */
 bool pump_busy(const struct pump *pump);
+
+/* Whether the response goes on: it runs, has not failed and is not
+ * stopping. */
+bool pump_going(const struct pump *pump);
+
+/* Whether the running source can make its bytes again (rewind): the writer
+ * then keeps the bytes the socket does not take in their slot. */
+bool pump_rewinds(const struct pump *pump);
+
+/* The writer is done with slot SLOT: its bytes are out of its buffer
+ * (in the kernel's hands, or copied). A fill may take it. */
+void pump_slot_sent(struct pump *pump, unsigned slot);
+
+/* The writer's socket takes no more: a write waits for the client. STALLS:
+ * its slots' rest may be given back meanwhile (the writer copied what
+ * waits); a write that pins a slot does not. */
+void pump_blocked(struct pump *pump, bool stalls);
+
+/* The write that waited is back with STATUS (negative: the response
+ * fails). The writer then hands on what it can and calls pump_wrote. */
+void pump_unblocked(struct pump *pump, int status);
+
+/* After pump_unblocked: IDLE when the writer holds no slot now. Starts the
+ * next fill, or ends the response. */
+void pump_wrote(struct pump *pump, bool idle);
+
+/* A write to the socket failed: the response fails. */
+void pump_fail(struct pump *pump);
+
+/* The response fails or stops: the slots handed up are dropped. */
+void pump_drop(struct pump *pump);
+
+/* The writer handed something on (a slot's turn came): ends the response
+ * if nothing is left in flight. */
+void pump_settle(struct pump *pump);
 
 /* The source has input again (see pump_source_ops.ready): fill if a slot
  * is free. */
@@ -303,8 +288,9 @@ void pump_kick(struct pump *pump);
  * the same BYTES again then claims them. */
 bool pump_reserve(struct pump *pump, size_t bytes);
 
-/* The connection is closing: cancel what can be cancelled; DONE runs once
- * the last fill and write are back. */
+/* The response stops (its connection closes, or another response goes
+ * in its place): cancel what can be cancelled; done runs once the last
+ * fill and write are back. */
 void pump_stop(struct pump *pump);
 
 /* Frees the slots' buffers (the budget is the response's to give back).

@@ -17,7 +17,8 @@ static struct config cfg;
 static struct config *cfg_ptr = &cfg;
 static bool stopping;
 static uint64_t bytes_sent;
-static struct pump_env pump_env = {.bytes_sent = &bytes_sent};
+static struct pump_env pump_env;
+static struct writer_env writer_env = {.pump = &pump_env, .bytes_sent = &bytes_sent};
 static struct access_log access_log;
 static struct clients clients;
 static unsigned responses, gone;
@@ -83,7 +84,7 @@ static void conn_gone(struct server *owner, bool admin)
 
 static struct conn_env env = {.loop = &loop,
                               .cfg = &cfg_ptr,
-                              .pump = &pump_env,
+                              .writer = &writer_env,
                               .access = &access_log,
                               .stopping = &stopping,
                               .route = find_route,

@@ -1,6 +1,7 @@
 /* The piece rule (pump_piece): fixed sizes, whole, auto with and without
  * short work waiting, the end of a file, the one-GiB bound. And a late
- * head (commit_late), over a real loop, gateway and socket: the fills
+ * head (commit_late), over a real loop, gateway and socket (the writer,
+ * server/http/writer.c, writes what the pump fills): the fills
  * gather in the first slot, the last with only the room left, and nothing
  * is written until the slot is full or the source has ended; a stop before
  * then leaves no byte in the socket. */
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "server/base/util.h"
+#include "server/http/writer.h"
 #include "server/pool/pump.h"
 #include "tests/tap.h"
 
@@ -102,7 +104,7 @@ static uv_loop_t loop;
 static int done_status, done_count;
 static int peer = -1; /* the client's end of the socket */
 
-static void on_done(struct pump *pump, int status)
+static void on_done(struct writer *w, int status)
 {
     done_status = status;
     done_count++;
@@ -110,11 +112,11 @@ static void on_done(struct pump *pump, int status)
 
 /* Feeds N units (and the end, if END) and runs the loop until the fills
  * they allow are done. */
-static void feed(struct pump *pump, struct fed_source *f, int n, bool end)
+static void feed(struct writer *w, struct fed_source *f, int n, bool end)
 {
     f->fed += n;
     f->ended = end;
-    pump_kick(pump);
+    pump_kick(&w->pump);
     uv_run(&loop, UV_RUN_DEFAULT);
 }
 
@@ -127,59 +129,59 @@ static size_t drain(char *buf, size_t cap)
 
 static const char want_bytes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
 
-static void late_head(struct pump *pump)
+static void late_head(struct writer *w)
 {
     char got[64];
     struct fed_source f = {
         .base = {.ops = &fed_ops, .cls = GATEWAY_GZIP, .slice = 1, .commit_late = true}};
-    is_int(pump_start(pump, &f.base, "HEAD", 4, false), 0, "late head: started");
-    ok(pump_head_held(pump), "no input yet: the head is held");
-    feed(pump, &f, 1, false);
-    feed(pump, &f, 1, false);
+    is_int(writer_start(w, &f.base, "HEAD", 4, false), 0, "late head: started");
+    ok(writer_head_held(w), "no input yet: the head is held");
+    feed(w, &f, 1, false);
+    feed(w, &f, 1, false);
     is_int(f.fills, 2, "two fills");
     is_int(f.caps[1], SLOT - MADE, "the second fill gets the room the first one left");
     is_int(drain(got, sizeof got), 0, "8 bytes of a 10-byte slot: nothing is written");
-    ok(pump_head_held(pump), "the head is still held");
-    feed(pump, &f, 1, false);
+    ok(writer_head_held(w), "the head is still held");
+    feed(w, &f, 1, false);
     is_int(f.caps[2], SLOT - 2 * MADE, "the third fill gets the 2 bytes left");
     is_int(f.fills, 4, "the slot full, the rest of its input goes to a fresh slot");
     is_int(f.caps[3], SLOT, "... with all of its room");
-    ok(!pump_head_held(pump), "the head is out");
+    ok(!writer_head_held(w), "the head is out");
     size_t n = drain(got, sizeof got);
     ok(n == 4 + 12 && memcmp(got, "HEAD", 4) == 0 && memcmp(got + 4, want_bytes, 12) == 0,
        "the client has the head, then the 12 bytes in order");
-    feed(pump, &f, 0, true);
+    feed(w, &f, 0, true);
     is_int(done_count, 1, "the end: done");
     is_int(done_status, 0, "... with success");
 }
 
-static void late_head_stopped(struct pump *pump)
+static void late_head_stopped(struct writer *w)
 {
     char got[64];
     struct fed_source f = {
         .base = {.ops = &fed_ops, .cls = GATEWAY_GZIP, .slice = 1, .commit_late = true}};
     done_count = 0;
-    is_int(pump_start(pump, &f.base, "HEAD", 4, false), 0, "stopped: started");
-    feed(pump, &f, 2, false);
+    is_int(writer_start(w, &f.base, "HEAD", 4, false), 0, "stopped: started");
+    feed(w, &f, 2, false);
     is_int(f.fills, 2, "two fills gathered");
-    pump_stop(pump);
+    writer_stop(w);
     uv_run(&loop, UV_RUN_DEFAULT);
     is_int(done_count, 1, "a stop with the head held: done");
     is_int(done_status, UV_ECANCELED, "... cancelled");
     is_int(drain(got, sizeof got), 0, "and the client has had nothing");
-    is_int(pump->env->budget->held, 0, "the budget is given back");
+    is_int(w->pump.env->budget->held, 0, "the budget is given back");
 }
 
-static void early_head(struct pump *pump)
+static void early_head(struct writer *w)
 {
     char got[64];
     struct fed_source f = {.base = {.ops = &fed_ops, .cls = GATEWAY_READ, .slice = 1}};
     done_count = 0;
-    is_int(pump_start(pump, &f.base, "HEAD", 4, false), 0, "early head: started");
-    feed(pump, &f, 1, false);
+    is_int(writer_start(w, &f.base, "HEAD", 4, false), 0, "early head: started");
+    feed(w, &f, 1, false);
     is_int(drain(got, sizeof got), 4 + MADE,
            "without commit_late the head goes with the first fill");
-    feed(pump, &f, 0, true);
+    feed(w, &f, 0, true);
     is_int(done_status, 0, "and the response ends");
 }
 
@@ -192,7 +194,9 @@ static void pump_over_socket(void)
     struct budget budget;
     budget_init(&budget, 1 << 20);
     uint64_t bytes_sent = 0;
-    struct pump_env env = {.gateway = &gw, .budget = &budget, .bytes_sent = &bytes_sent};
+    struct pump_env env = {.gateway = &gw, .budget = &budget};
+    struct writer_env wenv = {.pump = &env, .bytes_sent = &bytes_sent};
+    static const struct writer_ops ops = {.done = on_done};
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) < 0)
         abort();
@@ -200,14 +204,15 @@ static void pump_over_socket(void)
     uv_pipe_t pipe;
     uv_pipe_init(&loop, &pipe, 0);
     uv_pipe_open(&pipe, fds[0]);
-    struct pump pump;
-    pump_init(&pump, (uv_stream_t *)&pipe, &env, 1, on_done);
+    struct writer w;
+    writer_init(&w, (uv_stream_t *)&pipe, &wenv, &ops);
+    writer_set_flow(&w, 1);
 
-    late_head(&pump);
-    late_head_stopped(&pump);
-    early_head(&pump);
+    late_head(&w);
+    late_head_stopped(&w);
+    early_head(&w);
 
-    pump_free(&pump);
+    writer_free(&w);
     uv_close((uv_handle_t *)&pipe, NULL);
     gateway_close(&gw);
     uv_run(&loop, UV_RUN_DEFAULT);
