@@ -17,7 +17,7 @@
 # too, and asks for its slot again at once.
 import time
 
-from harness import MiB, Conn, Server, is_, ok, poll, random_bytes, run
+from harness import MiB, Conn, Server, in_parallel, is_, ok, poll, random_bytes, run
 
 SIZE = 8 * MiB
 STALLED = 10
@@ -33,6 +33,14 @@ def ledger(srv):
     stats = srv.stats()
     rows = stats["connections"]["top_clients"].values()
     return {r["client"]: r["memory_held"] for r in rows}, stats["memory"]["held"]
+
+
+def read_all(conns):
+    """Each connection's response body, read on all of them at once, as a
+    client that reads at last does: read one at a time, the next ones'
+    responses could wait for memory their own client's others hold (a
+    client's responses never give way to each other)."""
+    return in_parallel(lambda i: conns[i].read_response().body, len(conns))
 
 
 def gives_way():
@@ -65,7 +73,7 @@ def gives_way():
         ok(body == data, "and its 8 MiB are byte-exact, all while 127.0.0.2 read nothing")
         victim.close()
 
-        bodies = [c.read_response().body for c in stalled]
+        bodies = read_all(stalled)
         is_(sum(b != data for b in bodies), 0,
             "127.0.0.2's ten downloads, read at last, are byte-exact (read again where given back)")
         m = memory(srv)
@@ -113,7 +121,7 @@ def withdrawn_fills():
         ok(head.status == 200 and body == data, "127.0.0.3's download is whole and byte-exact")
         victim.close()
 
-        bodies = [c.read_response().body for c in stalled]
+        bodies = read_all(stalled)
         is_(sum(b != data for b in bodies), 0,
             "127.0.0.2's downloads, read at last, are byte-exact (their withdrawn fills ran again)")
         for c in stalled:
@@ -154,7 +162,7 @@ def withdrawn_first_fills():
         body = victim.read_exact(int(head.header("content-length")))
         ok(head.status == 200 and body == data, "127.0.0.3's download is whole and byte-exact")
         victim.close()
-        bodies = [c.read_response().body for c in stalled]
+        bodies = read_all(stalled)
         is_(sum(b != data for b in bodies), 0,
             "127.0.0.2's downloads, read at last, are byte-exact")
         for c in stalled:
