@@ -173,7 +173,7 @@ static bool slow(struct conn *c)
     /* The timer looks at the start of every window: the pump's bytes since
      * the last look count in that look's window, not in the one just begun. */
     rate_meter_add(&c->meter, writer_sent(&c->writer) - c->rate_pumped,
-                     c->meter.window * RATE_METER_WINDOW_MS);
+                   c->meter.window * RATE_METER_WINDOW_MS);
     c->rate_pumped = writer_sent(&c->writer);
     return min_rate > 0 && waits_on_client(c) && rate_meter_slow(&c->meter, min_rate, now);
 }
