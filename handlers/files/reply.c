@@ -10,6 +10,7 @@
 #include "handlers/deflate.h"
 #include "handlers/files/byteranges.h"
 #include "handlers/files/cond.h"
+#include "handlers/files/file_source.h"
 #include "handlers/files/range.h"
 #include "server/base/http_date.h"
 #include "server/module.h"
@@ -91,7 +92,7 @@ static void send_ranges(struct conn *c, struct file *f, const char *type, struct
                       (unsigned long long)r->first, (unsigned long long)r->last,
                       (unsigned long long)size);
         uint64_t len = r->last - r->first + 1;
-        struct pump_source *src = pump_file_source(fd, r->first, len);
+        struct pump_source *src = file_range_source(fd, r->first, len);
         if (src == NULL)
             conn_send_error(c, 500, NULL);
         else
@@ -128,7 +129,7 @@ static void send_body(struct conn *c, struct file *f, const struct rep *rep)
         src = deflate_file_source(rep->fd, size);
         f->fd = -1;
     } else {
-        src = pump_file_source(rep->fd, 0, size);
+        src = file_range_source(rep->fd, 0, size);
         if (rep->gzip_static)
             f->gz_fd = -1;
         else

@@ -309,9 +309,4 @@ void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, s
 #define PUMP_READ_STEP ((size_t)256 << 10)
 int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset);
 
-/* A source that reads [OFFSET, OFFSET+LEN) of FD, closing FD after the last
- * piece. Takes ownership of FD. Returns NULL when out of memory (FD is then
- * closed). */
-struct pump_source *pump_file_source(int fd, unsigned long long offset, unsigned long long len);
-
 #endif

@@ -1,0 +1,11 @@
+#ifndef UNCLOG_FILE_SOURCE_H
+#define UNCLOG_FILE_SOURCE_H
+
+#include "server/pool/pump.h"
+
+/* A source that reads [OFFSET, OFFSET+LEN) of FD, closing FD after the last
+ * piece (on the worker thread). Takes ownership of FD. Returns NULL when
+ * out of memory (FD is then closed). */
+struct pump_source *file_range_source(int fd, unsigned long long offset, unsigned long long len);
+
+#endif
