@@ -48,6 +48,8 @@ static void gateway_on_work(uv_work_t *req)
         setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), job->nice);
         thread_nice = job->nice;
     }
+    if (!job->item.bulk)
+        atomic_fetch_add_explicit(&job->gateway->short_taken, 1, memory_order_relaxed);
     struct timespec cpu0, cpu1;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
     job->started_ns = uv_hrtime();
@@ -104,6 +106,8 @@ static void gateway_on_after_work(uv_work_t *req, int status)
     struct gateway_job *job = container_of(req, struct gateway_job, req);
     struct gateway *gw = job->gateway;
     job->in_libuv = false;
+    if (status == UV_ECANCELED && !job->item.bulk) /* no thread took it */
+        atomic_fetch_add_explicit(&gw->short_taken, 1, memory_order_relaxed);
     sched_done(&gw->sched, &job->item);
     count(gw, job, status);
     if (status == 0)
@@ -111,14 +115,16 @@ static void gateway_on_after_work(uv_work_t *req, int status)
     /* The job may be freed by its callback. */
     uint64_t client = job->item.client, ran = job->finished_ns - job->started_ns;
     uint64_t t0 = gw->ran != NULL && status == 0 ? uv_hrtime() : 0;
+    gw->short_waited = gw->short_ahead != job->ahead_mark;
     job->done(job, status);
+    gw->short_waited = false;
     if (t0 != 0)
         gw->ran(gw->ran_arg, client, ran, uv_hrtime() - t0);
     dispatch(gw);
 }
 
-/* Hands libuv what the policy lets start: at most `threads` jobs are ever
- * inside libuv, so its FIFO never has a choice to make. */
+/* Hands libuv what the policy lets start, in its order: libuv's FIFO never
+ * has a choice to make. */
 static void dispatch(struct gateway *gw)
 {
     struct sched_item *item;
@@ -126,6 +132,9 @@ static void dispatch(struct gateway *gw)
         struct gateway_job *job = container_of(item, struct gateway_job, item);
         job->in_libuv = true;
         job->nice = item->bulk ? gw->bulk_nice : 0;
+        gw->short_handed += !item->bulk;
+        gw->short_ahead += gw->sched.running > gw->sched.threads;
+        job->ahead_mark = gw->short_ahead;
         /* uv_queue_work fails only for a NULL work callback. */
         if (uv_queue_work(gw->loop, &job->req, gateway_on_work, gateway_on_after_work) < 0)
             abort();
@@ -155,6 +164,7 @@ void gateway_init(struct gateway *gw, uv_loop_t *loop, enum sched_mode mode, uns
     gw->bulk_cpu_permille = 1000; /* until measured: CPU-bound */
     sched_init(&gw->sched, mode, threads, gw->cpus);
     sched_set_cpu_max(&gw->sched, gw->cpus);
+    sched_set_ahead(&gw->sched, threads > 0 ? threads : 1);
     uv_timer_init(loop, &gw->cancel_timer); /* cannot fail */
     uv_unref((uv_handle_t *)&gw->cancel_timer);
 }
@@ -246,7 +256,9 @@ int gateway_withdraw(struct gateway_job *job)
 
 bool gateway_short_waiting(const struct gateway *gw, bool cpu)
 {
-    return sched_short_waiting(&gw->sched, cpu);
+    /* Short work waits in the gateway's queues, or in libuv's for a thread. */
+    uint64_t taken = atomic_load_explicit(&gw->short_taken, memory_order_relaxed);
+    return sched_short_waiting(&gw->sched, cpu) || gw->short_handed > taken || gw->short_waited;
 }
 
 const char *gateway_class_name(enum gateway_class cls)
@@ -281,9 +293,11 @@ static const struct snap_def sched_cpu_max = {
     .help = "The most threads CPU-bound short jobs (deflates) may hold under the fair scheduler: "
             "the CPUs the server may run on, fewer than the threads.",
     .merge = SNAP_SAME};
-static const struct snap_def sched_running = {.key = "running",
-                                              .metric = "unclog_scheduler_jobs_running",
-                                              .help = "Threadpool jobs running now."};
+static const struct snap_def sched_running = {
+    .key = "running",
+    .metric = "unclog_scheduler_jobs_running",
+    .help = "Threadpool jobs handed to the pool now: running, or short jobs queued ahead of the "
+            "threads."};
 static const struct snap_def sched_running_bulk = {.key = "running_bulk",
                                                    .metric = "unclog_scheduler_bulk_jobs_running",
                                                    .help = "Bulk threadpool jobs running now."};

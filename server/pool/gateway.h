@@ -1,6 +1,7 @@
 #ifndef UNCLOG_GATEWAY_H
 #define UNCLOG_GATEWAY_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -10,8 +11,11 @@
 
 /* The one path to libuv's threadpool. Every job states its class and its
  * cost; the gateway keeps its own queues and hands libuv at most `threads`
- * jobs at a time, so that its policy (server/pool/sched.h: fifo or fair), never
- * libuv's FIFO, decides which job runs next. It counts, per class, how long
+ * jobs at a time, and under fair as many short jobs again, in the order
+ * its policy (server/pool/sched.h: fifo or fair) chose: the policy, never
+ * libuv's FIFO, decides which job runs next, and a thread that finishes
+ * finds the next short job waiting instead of idling until the loop's next
+ * pass. It counts, per class, how long
  * jobs waited for a thread and how long they ran. */
 
 /* What a job does, so that each class's numbers mean one thing:
@@ -51,8 +55,9 @@ struct gateway_job {
     gateway_work_fn work;
     gateway_done_fn done;
     uint64_t submitted_ns, started_ns, finished_ns;
-    uint64_t cpu_ns;   /* CPU time the worker thread spent on it */
-    uint32_t gave_way; /* times it gave the CPU up (gateway_give_way) */
+    uint64_t ahead_mark; /* the gateway's short_ahead when it was handed to libuv */
+    uint64_t cpu_ns;     /* CPU time the worker thread spent on it */
+    uint32_t gave_way;   /* times it gave the CPU up (gateway_give_way) */
 };
 
 /* Worker thread, from a job's work, between the steps of a long job (a
@@ -95,6 +100,14 @@ struct gateway {
     uint64_t bulk_cpu_permille; /* recent bulk jobs' CPU time per wall time, smoothed */
     int bulk_nice;              /* see gateway_set_bulk_nice */
     struct gateway_class_stats stats[GATEWAY_NCLASSES];
+    /* Short jobs handed to libuv, and those a thread took (or cancelled
+     * there): the difference waits in libuv's queue for a thread. */
+    uint64_t short_handed;
+    _Atomic uint64_t short_taken;
+    /* Short jobs handed to libuv while every thread was taken (ahead); and,
+     * during a job's done callback, whether one was while it ran. */
+    uint64_t short_ahead;
+    bool short_waited;
     /* Told on the loop thread of each job that ran, after its done
      * callback: who asked (its cost's flow), how long it ran on its thread
      * (NS) and how long the callback took the loop (LOOP_NS). Set by the
@@ -153,7 +166,10 @@ bool gateway_withdrawable(const struct gateway_job *job);
 int gateway_withdraw(struct gateway_job *job);
 
 /* Whether short work is waiting that a piece's thread could go to when it
- * ends, the piece CPU-bound (CPU) or a read: sched_short_waiting. */
+ * ends, the piece CPU-bound (CPU) or a read: sched_short_waiting, or a
+ * short job started ahead that no thread has taken yet, or (asked from a
+ * job's done callback) one started ahead while that job ran: a thread took
+ * it as the job ended, but it waited for one. */
 bool gateway_short_waiting(const struct gateway *gw, bool cpu);
 
 struct snapshot;

@@ -34,6 +34,11 @@ void sched_set_cpu_max(struct sched *s, unsigned cpu_max)
     s->cpu_max = thread_cap(s, cpu_max);
 }
 
+void sched_set_ahead(struct sched *s, unsigned ahead)
+{
+    s->ahead = ahead;
+}
+
 /* ---- buckets: round robin by bytes between clients ---------------------------- */
 
 static struct sched_item *item_of(struct fairq_node *node)
@@ -230,14 +235,18 @@ static struct sched_item *start(struct sched *s, struct sched_item *item, bool f
 
 struct sched_item *sched_next(struct sched *s)
 {
-    if (s->running >= s->threads)
-        return NULL;
     if (s->mode == SCHED_MODE_FIFO) {
+        if (s->running >= s->threads)
+            return NULL;
         struct sched_item *head = item_of(fairq_oldest(&s->fifo, 0));
         return head != NULL ? start(s, head, false, s->waiting_short > 0) : NULL;
     }
-    /* The reserve: with more than one thread, bulk never takes the last. */
-    bool bulk_may = s->bulks.queue.active > 0 && s->running_bulk < s->bulk_max;
+    if (s->running >= s->threads + s->ahead)
+        return NULL;
+    /* The reserve: with more than one thread, bulk never takes the last.
+     * Only short work starts ahead of the threads. */
+    bool bulk_may =
+        s->bulks.queue.active > 0 && s->running_bulk < s->bulk_max && s->running < s->threads;
     uint32_t b = 0;
     struct short_pick pick = {0};
     if (s->shorts.queue.active > 0)

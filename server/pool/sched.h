@@ -99,6 +99,7 @@ struct sched_counters {
 struct sched {
     enum sched_mode mode;
     unsigned threads;               /* the pool's size */
+    unsigned ahead;                 /* fair: short jobs started beyond them (see sched_set_ahead) */
     unsigned bulk_max;              /* fair: the most threads bulk work holds */
     unsigned cpu_max;               /* fair: the most threads CPU-bound short work holds */
     unsigned running, running_bulk; /* started and not yet done */
@@ -125,6 +126,14 @@ void sched_set_bulk_max(struct sched *s, unsigned bulk_max);
  * as bulk_max; 0: that maximum, the default). */
 void sched_set_cpu_max(struct sched *s, unsigned cpu_max);
 
+/* Under fair, lets up to AHEAD short jobs start beyond the threads (0 by
+ * default): they wait, in the order the policy chose, in the pool's own
+ * queue, so a thread that finishes takes the next at once instead of idling
+ * until the loop's next pass hands it one. A bulk job starts only while a
+ * thread is free (fifo: every job): none is ever committed ahead of short
+ * work that comes after it. The caps on CPU-bound work count them as
+ * holding a thread. */
+void sched_set_ahead(struct sched *s, unsigned ahead);
 /* Switches the policy; what waits is queued again in arrival order. */
 void sched_set_mode(struct sched *s, enum sched_mode mode);
 

@@ -1,6 +1,6 @@
 /* The gateway over a real loop and pool: at most `threads` jobs inside
- * libuv, the policy's order, and a cancel that completes later, from the
- * loop, never inside gateway_cancel. */
+ * libuv and as many short ones ahead, the policy's order, and a cancel that
+ * completes later, from the loop, never inside gateway_cancel. */
 #include <stdlib.h>
 #include <uv.h>
 
@@ -66,8 +66,10 @@ int main(void)
     submit(&gw, &bulk, 2, 16 << 20, quick_work);
     submit(&gw, &small, 3, 1024, quick_work);
     submit(&gw, &gone, 4, 2048, quick_work);
-    is_int(gw.sched.running, 1, "one job inside libuv, the rest in the gateway's queues");
-    is_int(gw.sched.waiting_short + gw.sched.waiting_bulk, 3, "three wait");
+    is_int(gw.sched.running, 2, "inside libuv: the job on the thread, and one short job ahead");
+    is_int(gw.sched.waiting_bulk, 1, "the bulk job waits in the gateway: none starts ahead");
+    is_int(gw.sched.waiting_short, 1, "and the short job beyond the one ahead");
+    ok(gateway_short_waiting(&gw, false), "short work waits (in libuv's queue, for the thread)");
 
     is_int(gateway_cancel(&gone.g), 0, "a queued job can be cancelled");
     is_int(gone.status, 1, "its done callback has not run inside gateway_cancel");

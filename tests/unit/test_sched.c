@@ -402,8 +402,42 @@ static void test_cpu_held_no_credit(void)
     ok(position(order, 51) <= 4, "  and they take turns");
 }
 
+/* Short jobs start ahead of the threads, up to AHEAD more; bulk jobs only
+ * onto a free thread, and fifo never starts ahead. */
+static void test_ahead(void)
+{
+    struct sched s;
+    sched_init(&s, SCHED_MODE_FAIR, 2, 0);
+    sched_set_ahead(&s, 2);
+    sched_push(&s, item(0, 16 * MB, 16 * MB, 1));
+    sched_push(&s, item(1, 8 * KB, 8 * KB, 2));
+    is_str(drain(&s, false), "1 0",
+           "fair, two threads: the short job, then the bulk one on the other");
+    sched_push(&s, item(2, 16 * MB, 16 * MB, 3));
+    for (int i = 3; i < 6; i++)
+        sched_push(&s, item(i, 8 * KB, 8 * KB, (uint64_t)i + 1));
+    is_str(drain(&s, false), "3 4", "  both threads held: two short jobs start ahead, no bulk");
+    is_int(s.running, 4, "  four started: the threads and two ahead");
+    is_int((int)(s.waiting_short + s.waiting_bulk), 2, "  a short and the bulk job wait");
+    sched_done(&s, &items[0]);
+    is_str(drain(&s, false), "5", "  a bulk job ends: the short job starts ahead, not the bulk");
+    sched_done(&s, &items[1]);
+    sched_done(&s, &items[3]);
+    is_str(drain(&s, false), "",
+           "  two short jobs end: the two left hold the threads, the bulk waits");
+    sched_done(&s, &items[4]);
+    is_str(drain(&s, false), "2", "  a thread is free again: the bulk job starts");
+
+    sched_init(&s, SCHED_MODE_FIFO, 1, 0);
+    sched_set_ahead(&s, 2);
+    sched_push(&s, item(0, 8 * KB, 8 * KB, 1));
+    sched_push(&s, item(1, 8 * KB, 8 * KB, 2));
+    is_str(drain(&s, false), "0", "fifo: one thread, one job started, none ahead");
+}
+
 int main(void)
 {
+    test_ahead();
     test_fifo();
     test_short_first();
     test_bulk_then_short();
