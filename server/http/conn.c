@@ -446,6 +446,14 @@ void conn__finish(struct conn *c, bool parse_next)
     c->route = NULL;
     conn_set_handler_state(c, NULL, NULL);
     conn__drop_stream(c); /* a response that ended before its body did */
+    /* Between responses a connection keeps no large answer's copy: idle
+     * keep-alive connections would otherwise hold, outside the buffer
+     * budget, the largest body each was last sent. */
+    if (c->body_cap > CONN_BODY_KEEP) {
+        free(c->body);
+        c->body = NULL;
+        c->body_cap = 0;
+    }
     if (!c->keep_alive || *env->stopping) {
         /* Always: bytes the client sent meanwhile may wait unread in the
          * kernel even when our buffer is empty (reading stops while we

@@ -124,8 +124,12 @@ struct framing {
     size_t ext_len;            /* chunk-extension bytes so far */
 };
 
+/* The most of conn_send_body's copy a connection keeps between responses. */
+#define CONN_BODY_KEEP ((size_t)4 << 10)
+
 /* What the core (conn.c) calls above itself: the handlers of a
  * connection's events, wired by accept.c at the accept. */
+
 struct conn_events {
     uv_read_cb read;                /* input.c: a read came */
     uv_timer_cb timer;              /* timer.c: the timer fired */
@@ -199,7 +203,7 @@ struct conn {
     /* Not state: how this response ends (keep-alive or close), decided as it
      * is built, whatever the state it is built in. */
     bool keep_alive;
-    char *body; /* copy sent by conn_send_body; owned, reused */
+    char *body; /* copy sent by conn_send_body; owned, reused up to CONN_BODY_KEEP */
     size_t body_cap;
     unsigned long long bytes;
     uv_write_t continue_req;
