@@ -92,6 +92,10 @@ static void redirect(struct conn *c, struct open_job *j)
 
 #define LISTING_TYPE "text/html; charset=utf-8"
 
+/* The largest body read on the loop and answered from memory: short work
+ * (SCHED_SHORT_BYTES), which a pool read would not cut either. */
+#define LOOP_ANSWER_MAX ((size_t)256 << 10)
+
 /* Whether a listing may be gzipped, for a client that accepts it. */
 static bool listing_varies(const struct server *srv)
 {
@@ -229,6 +233,35 @@ static size_t first_piece(struct conn *c, const struct files_config *cfg)
     return server_memory_try(c, piece) ? piece : 0;
 }
 
+/* Buffer memory the budget lends a response answered from memory, given
+ * back as the response ends (its handler state's free). */
+struct lent {
+    struct conn *c;
+    size_t bytes;
+};
+
+static void lent_give(void *state)
+{
+    struct lent *l = state;
+    server_memory_give(l->c, l->bytes);
+    free(l);
+}
+
+/* Borrows BYTES for C's response from the budget, now or not at all. */
+static bool lend(struct conn *c, size_t bytes)
+{
+    struct lent *l = malloc(sizeof *l);
+    if (l == NULL)
+        return false;
+    if (!server_memory_try(c, bytes)) {
+        free(l);
+        return false;
+    }
+    *l = (struct lent){.c = c, .bytes = bytes};
+    conn_set_handler_state(c, l, lent_give);
+    return true;
+}
+
 /* Answers J on the loop when its file is in the page cache: opened there
  * (or found open by an earlier request in the same pass: loop_reads_open),
  * with the pool's rules: beneath the root, a symlink followed only while
@@ -262,6 +295,13 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
         return false; /* the pool's: a status to decide, or a cache to fill */
     size_t size = (size_t)f.st.st_size;
     size_t first = server_file_piece(srv, cfg->file_cache_max_file, false);
+    /* A larger body, up to LOOP_ANSWER_MAX, is read here too when the
+     * budget lends it for the response (lend): no pool read and no pass
+     * back for it, and the copy its connection keeps until the client has
+     * it counts in the client's share. */
+    bool lent = req->method == HTTP_GET && size > first && size <= LOOP_ANSWER_MAX && lend(c, size);
+    if (lent)
+        first = size;
     if (req->method == HTTP_GET && size <= LOOP_READS_BODY && size <= first && size > 0) {
         /* Read with its file for the rest of the pass: the requests for it
          * after this one read nothing. */
@@ -271,15 +311,20 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
         f.body = (char *)body;
         f.fd = -1;
     } else if (req->method == HTTP_GET && size <= first && size > 0) {
-        if (size > st->scratch_cap) {
+        bool room = size <= st->scratch_cap;
+        if (!room) {
             char *grown = realloc(st->scratch, size);
-            if (grown == NULL)
-                return false;
-            st->scratch = grown;
-            st->scratch_cap = size;
+            if (grown != NULL) {
+                st->scratch = grown;
+                st->scratch_cap = size;
+                room = true;
+            }
         }
-        if (!loop_reads_read(&st->reads, fd, st->scratch, size))
+        if (!room || !loop_reads_read(&st->reads, fd, st->scratch, size)) {
+            if (lent)
+                conn_set_handler_state(c, NULL, NULL); /* gives it back */
             return false;
+        }
         f.body = st->scratch;
         f.fd = -1;
     } else {

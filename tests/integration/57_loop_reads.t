@@ -51,7 +51,7 @@ def test_turn_opens():
     turn of the loop (pipelined, with no turn_share bound: answered in one
     turn) with one open, and is closed when the turn ends: a file replaced
     between two requests is seen by the second, and no fd is left open."""
-    big = random_bytes(200 * KiB, 58)  # beyond the first piece: the pump reads it
+    big = random_bytes(320 * KiB, 58)  # beyond what the loop answers from memory: the pump reads it
     files = dict(FILES, **{"big.bin": big})
     args = ARGS + ["--turn-share", "0"]
     with Server(files=files, args=args, name="a turn's opens") as srv:
