@@ -13,6 +13,7 @@
 
 #include "server/base/util.h"
 #include "server/pool/gateway.h"
+#include "server/pool/source.h"
 #include "server/pool/zstates.h"
 
 /* zlib's window and hash sizes (windowBits 9..15, memLevel 1..9): the
@@ -151,7 +152,7 @@ static size_t zlib_input(const struct deflate_source *d)
 static bool take_state(struct deflate_source *d)
 {
     if (d->zs == NULL)
-        d->zs = zstates_take(d->base.pump->env->zstates, &d->params);
+        d->zs = pump_zstate_take(d->base.pump, &d->params);
     if (d->zs == NULL)
         d->no_memory = true;
     return d->zs != NULL;
@@ -258,7 +259,7 @@ static void deflate_release(struct pump_source *src)
         close(d->fd);
     /* The pump releases a source only once no fill of it is on the pool. */
     if (d->zs != NULL)
-        zstates_give(d->base.pump->env->zstates, d->zs);
+        pump_zstate_give(d->base.pump, d->zs);
     free(d->in);
     free(d);
 }

@@ -7,7 +7,7 @@
 
 #include "server/http/conn.h"
 
-/* Sources (server/pool/pump.h) that gzip their input on the pool, one piece
+/* Sources (server/pool/source.h) that gzip their input on the pool, one piece
  * of it per threadpool job: a request body as it arrives (POST /gzip) or a
  * file (the files handler's gzip on the fly). Each holds a zlib state
  * (server/pool/zstates.h) while it deflates, and the budget holds its

@@ -2,6 +2,7 @@
 
 #include "handlers/deflate.h"
 #include "server/base/config.h"
+#include "server/pool/source.h"
 
 static const struct config_table gzip_config_table;
 

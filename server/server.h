@@ -15,6 +15,7 @@
 #include "server/base/pass.h"
 #include "server/http/clients.h"
 #include "server/http/conn.h"
+#include "server/http/conns.h"
 #include "server/http/sender.h"
 #include "server/http/writer.h"
 #include "server/pool/pump.h"

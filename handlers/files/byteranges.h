@@ -4,7 +4,7 @@
 #include <stdint.h>
 
 #include "handlers/files/range.h"
-#include "server/pool/pump.h"
+#include "server/pool/source.h"
 
 #define BYTERANGES_BOUNDARY_LEN 24
 

@@ -1,7 +1,7 @@
 #ifndef UNCLOG_FILE_SOURCE_H
 #define UNCLOG_FILE_SOURCE_H
 
-#include "server/pool/pump.h"
+#include "server/pool/source.h"
 
 /* A source that reads [OFFSET, OFFSET+LEN) of FD, closing FD after the last
  * piece (on the worker thread). Takes ownership of FD. Returns NULL when

@@ -17,6 +17,7 @@
 #include "handlers/files/listing.h"
 #include "handlers/files/path.h"
 #include "server/base/util.h"
+#include "server/pool/source.h"
 
 /* Opens REAL, a realpath() result that was judged, through no symlink: a
  * directory on it exchanged for a link since realpath() fails (ELOOP)

@@ -36,6 +36,7 @@
 #include "server/base/log.h"
 #include "server/base/util.h"
 #include "server/http/clients.h"
+#include "server/http/conns.h"
 #include "server/http/turns.h"
 #include "server/http/http.h"
 #include "server/http/proxy_header.h"

@@ -553,6 +553,16 @@ bool pump_reserve(struct pump *pump, size_t bytes)
     return false;
 }
 
+struct zstate *pump_zstate_take(struct pump *pump, const struct zparams *p)
+{
+    return zstates_take(pump->env->zstates, p);
+}
+
+void pump_zstate_give(struct pump *pump, struct zstate *s)
+{
+    zstates_give(pump->env->zstates, s);
+}
+
 void pump_kick(struct pump *pump)
 {
     if (pump->src == NULL || pump->eof || pump->failed || pump->stopping)

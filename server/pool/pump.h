@@ -11,6 +11,7 @@
 #include "server/base/config.h"
 #include "server/base/pass.h"
 #include "server/pool/gateway.h"
+#include "server/pool/source.h"
 #include "server/pool/zstates.h"
 
 struct snapshot;
@@ -48,76 +49,6 @@ struct snapshot;
  * from elsewhere (a request body) *reserves late*: nothing as it starts; it
  * asks for its buffers as its input arrives (pump_reserve), and its first
  * slot is reserved as its first fill is about to start. */
-
-struct pump_source;
-
-struct pump_source_ops {
-    /* Worker thread: takes at most PIECE bytes of input (the pump's choice:
-     * bytes of the file, or of the body slice; never more than the PIECE_MAX
-     * given to size) and writes what they make into BUF (CAP bytes); sets
-     * *LEN and, after the last piece, *EOF. Returns 0 or a negative errno.
-     * Touches only the source. */
-    int (*fill)(struct pump_source *src, size_t piece, char *buf, size_t cap, size_t *len,
-                bool *eof);
-    /* Loop thread: release everything the source owns, itself included. */
-    void (*release)(struct pump_source *src);
-    /* Optional, loop thread: whether a fill would have input now. A source
-     * fed from elsewhere (a request body) says no until it has some, and
-     * then calls pump_kick. */
-    bool (*ready)(struct pump_source *src);
-    /* Optional, loop thread, once as the response starts: pieces will be at
-     * most PIECE_MAX input bytes. Sets `held` for that and returns the bytes
-     * a slot needs. Without it a slot holds PIECE_MAX: what the source reads
-     * is what it sends. */
-    size_t (*size)(struct pump_source *src, size_t piece_max);
-    /* Optional, loop thread, with no fill in flight and before the last
-     * piece: the last BYTES the source made were not sent and their memory
-     * is given back (give_way, below): the next fills make them again.
-     * Only a source that can (a file read); without it, a response keeps
-     * what it filled. */
-    void (*rewind)(struct pump_source *src, size_t bytes);
-};
-
-/* What a source tells the pump. */
-struct pump_source {
-    const struct pump_source_ops *ops;
-    enum gateway_class cls; /* the job class its fills are counted under */
-    bool reads_file;        /* its fills read a file: cut by pump_piece, emulate_disk applies */
-    size_t slice;           /* a source that reads no file: the input a fill takes, its own */
-    uint64_t remaining;     /* bytes still to take in (read or deflate); fill keeps it current */
-    size_t held;            /* bytes the source itself holds (input, zlib): budgeted */
-    struct pump *pump;      /* the pump running it, for pump_kick */
-    /* The first slot is handed up (and the head with it) only once it is
-     * full or the source has ended. Its fills may then get a CAP smaller
-     * than what their piece makes: they keep the rest of their input for
-     * the next fill. */
-    bool commit_late;
-    /* Nothing is reserved as it starts (held is 0): ready asks pump_reserve
-     * for what the source needs as it needs it, and the first slot is
-     * reserved once ready first says yes. */
-    bool reserve_late;
-};
-
-/* The partition file reads are cut by: a size in bytes, CONFIG_WHOLE, or
- * CONFIG_AUTO_SIZE, whose pieces are MIN while short work waits for the
- * pool (but a read's short rest goes whole) and MAX otherwise. */
-struct pump_partition {
-    size_t size, min, max;
-};
-
-/* The largest piece of a file: `whole` of a file over 4 GiB still fits
- * uv_buf_t's 32-bit length (it then takes a few reads). */
-#define PUMP_PIECE_MAX ((size_t)1 << 30)
-
-/* The piece rule: the bytes of a file the next fill reads, when REMAINING
- * are left, cut by PARTITION, SHORT_WAITING telling whether short work
- * waits for the pool, DEFLATES whether the piece is deflated as it is read.
- * A size: that size; whole: all that is left; auto: min while short work
- * waits and more than SCHED_SHORT_BYTES remain (or the piece deflates),
- * else max (or min, if larger). Never more than REMAINING or PUMP_PIECE_MAX,
- * and at least 1. Pure. */
-size_t pump_piece(const struct pump_partition *partition, bool short_waiting, uint64_t remaining,
-                  bool deflates);
 
 /* What every pump of a server shares: where fills and memory come from, and
  * the settings a live change makes reach responses in flight, read as each
@@ -277,17 +208,6 @@ void pump_drop(struct pump *pump);
  * if nothing is left in flight. */
 void pump_settle(struct pump *pump);
 
-/* The source has input again (see pump_source_ops.ready): fill if a slot
- * is free. */
-void pump_kick(struct pump *pump);
-
-/* Loop thread, from the ready of a source that reserves late: BYTES more
- * of the budget for the response, given back when it ends. True once they
- * are held. Else the response waits its turn for them (no fill starts
- * meanwhile), and ready is called again once they are granted: asking for
- * the same BYTES again then claims them. */
-bool pump_reserve(struct pump *pump, size_t bytes);
-
 /* The response stops (its connection closes, or another response goes
  * in its place): cancel what can be cancelled; done runs once the last
  * fill and write are back. */
@@ -296,17 +216,5 @@ void pump_stop(struct pump *pump);
 /* Frees the slots' buffers (the budget is the response's to give back).
  * The pump must not be busy. */
 void pump_free(struct pump *pump);
-
-/* Worker thread: makes a file read that started at STARTED_NS (uv_hrtime)
- * and got BYTES last at least as long as DISK says, by sleeping the rest. */
-void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes);
-
-/* Worker thread: reads exactly LEN bytes of FD at OFFSET into BUF, across
- * short reads and EINTR, PUMP_READ_STEP at a time, giving the CPU way
- * between steps (gateway_give_way: a 16 MiB piece copies for milliseconds).
- * Returns 0, a negative errno, or -EIO when the file ends first (it shrank
- * under us: a promised length would be a lie). */
-#define PUMP_READ_STEP ((size_t)256 << 10)
-int pump_pread_all(int fd, char *buf, size_t len, uint64_t offset);
 
 #endif

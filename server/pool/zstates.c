@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "server/base/snapshot.h"
+#include "server/pool/budget.h"
 #include "server/base/util.h"
 
 size_t zstate_memory(const struct zparams *p)

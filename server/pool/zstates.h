@@ -6,8 +6,7 @@
 #include <stdint.h>
 #include <zlib.h>
 
-#include "server/pool/budget.h"
-
+struct budget;
 struct snapshot;
 
 /* zlib's deflate states, reused from one stream to the next. A state is

@@ -14,6 +14,7 @@
 #include <zlib.h>
 
 #include "handlers/deflate.h"
+#include "server/pool/pump.h"
 #include "server/pool/zstates.h"
 #include "tests/tap.h"
 
