@@ -110,7 +110,7 @@ static void read_next(struct chain *c)
     struct pump_partition part = {.size = b->partition, .min = AUTO_MIN, .max = b->auto_max};
     c->want = pump_piece(&part, gateway_short_waiting(&b->gw, false), left, false);
     struct gateway_cost cost = {
-        .bytes = c->want, .remaining = left, .flow = (uint64_t)(c - b->chains)};
+        .bytes = c->want, .remaining = left, .client = (uint64_t)(c - b->chains)};
     gateway_submit(&b->gw, &c->job, GATEWAY_READ, cost, read_work, read_done);
 }
 
@@ -163,7 +163,7 @@ static void tiny_submit(struct bench *b)
     if (t->zs == NULL)
         return;
     b->tiny_busy = true;
-    struct gateway_cost cost = {.bytes = TINY, .remaining = TINY, .flow = UINT64_MAX};
+    struct gateway_cost cost = {.bytes = TINY, .remaining = TINY, .client = UINT64_MAX};
     gateway_submit(&b->gw, &t->job, GATEWAY_GZIP, cost, tiny_work, tiny_done);
 }
 

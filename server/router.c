@@ -122,12 +122,12 @@ size_t server_file_piece(struct server *srv, uint64_t size, bool on_pool)
 
 bool server_memory_try(struct conn *c, size_t bytes)
 {
-    return budget_try(&conn_server(c)->budget, conn_flow(c), bytes);
+    return budget_try(&conn_server(c)->budget, conn_client(c), bytes);
 }
 
 void server_memory_give(struct conn *c, size_t bytes)
 {
-    budget_give(&conn_server(c)->budget, conn_flow(c), bytes);
+    budget_give(&conn_server(c)->budget, conn_client(c), bytes);
 }
 
 struct zstate *server_zstate_take(struct server *srv, const struct zparams *p)

@@ -77,17 +77,17 @@ static void server_on_signal(uv_signal_t *sig, int signum)
 /* The last connection is gone after a stop: close what is left. */
 /* The gateway's and the writers' reports, to the clients table: who used
  * the pool and the socket in the last second (clients.h). */
-static void server_on_job_ran(void *arg, uint64_t flow, uint64_t ns, uint64_t loop_ns)
+static void server_on_job_ran(void *arg, uint64_t client, uint64_t ns, uint64_t loop_ns)
 {
     struct server *srv = arg;
-    clients_ran(&srv->clients, flow, ns, uv_now(srv->loop));
-    conn_turns_charge(&srv->turns, flow, loop_ns);
+    clients_ran(&srv->clients, client, ns, uv_now(srv->loop));
+    conn_turns_charge(&srv->turns, client, loop_ns);
 }
 
-static void server_on_sent(void *arg, uint64_t flow, size_t bytes)
+static void server_on_sent(void *arg, uint64_t client, size_t bytes)
 {
     struct server *srv = arg;
-    clients_sent(&srv->clients, flow, bytes, uv_now(srv->loop));
+    clients_sent(&srv->clients, client, bytes, uv_now(srv->loop));
 }
 
 /* Closes the core under the handles: the access log, the pool's door, the

@@ -174,7 +174,7 @@ void server_count_response(struct server *srv, const struct route *route, int st
                            uint64_t bytes, uint64_t us);
 
 /* The figures the dashboard plots, as they are now: the one place the
- * history takes them from (server/observe.c). */
+ * history takes them from (server/readout.c). */
 void server_sample(const struct server *srv, struct history_sample *out);
 
 /* SIGHUP: reads the configuration again as startup did. Keys that can change

@@ -3,7 +3,7 @@
 
 /* Shared by the files at the top of the core only: server.c (lifecycle,
  * signals, stop), listener.c (the socket and accepting), router.c (modules,
- * routes, response counters), reload.c (live settings) and observe.c (the
+ * routes, response counters), reload.c (live settings) and readout.c (the
  * figures). The server__ prefix marks what nothing else calls. server.c
  * calls the others through what is declared here; none of them calls
  * server.c, so the top of the core calls one way. */
@@ -35,7 +35,7 @@ int server__control_start(struct server *srv);
 /* Closes what server__control_start opened (nothing without workers). */
 void server__control_close(struct server *srv);
 
-/* observe.c: this process's own figures, for the whole-server figures to
+/* readout.c: this process's own figures, for the whole-server figures to
  * publish (server_snapshot merges the other workers' in). ARG is the
  * struct server. */
 struct snapshot;

@@ -154,7 +154,7 @@ static bool next_stage(struct open_job *j, struct server *srv)
         return false;
     /* A directory's own size grows with its entries: the listing's cost. */
     uint64_t size = (uint64_t)j->f.st.st_size;
-    struct gateway_cost cost = {.bytes = size, .remaining = size, .flow = conn_flow(j->conn)};
+    struct gateway_cost cost = {.bytes = size, .remaining = size, .client = conn_client(j->conn)};
     /* A listing that may be gzipped takes a zlib state for its job (without
      * one, it goes out as it is). */
     if (j->gzip_listing_min > 0)
@@ -409,7 +409,7 @@ static int files_on_request(struct conn *c, const struct request *req)
     j->stage = STAGE_NONE;
     /* Its cost: the most it reads; it tells what it read. */
     struct gateway_cost cost = {
-        .bytes = j->first_max, .remaining = j->first_max, .flow = conn_flow(c)};
+        .bytes = j->first_max, .remaining = j->first_max, .client = conn_client(c)};
     rc = gateway_submit(server_gateway(srv), &j->job, GATEWAY_OPEN, cost, open_work,
                         open_after_work);
     if (rc < 0) {

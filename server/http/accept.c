@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 /* Serves FD on C's handle and names the client: for the access log, the
- * flow and its place among the clients (*CLIENT), /settings. Returns 0 or
+ * client and its place among the clients (*CLIENT), /settings. Returns 0 or
  * a negative UV_E* code (FD is not taken). */
 static int open_socket(struct conn *c, int fd, struct addr_prefix *client)
 {
@@ -99,7 +99,7 @@ static int accept_fd(struct conn_env *env, int fd, bool at_limit, bool admin)
     }
     c->at_limit = at_limit && c->proxy_peer;
     /* The admin door's connections are no client's (conn.h's CONN_ADMIN_MAX). */
-    rc = admin ? 0 : clients_join(env->clients, &c->client, c->flow, &client);
+    rc = admin ? 0 : clients_join(env->clients, &c->client, c->client_id, &client);
     if (rc < 0) {
         conn__close(c, false); /* the socket is the handle's now: it closes with it */
         return rc;

@@ -72,7 +72,7 @@ void conn__refuse_at_limit(struct conn *c, const struct addr_prefix *client,
 
 /* Names C's client SA (family AF_UNSPEC: unknown), for everything that
  * tells clients apart: the access log (peer), /settings and /stats
- * (loopback, addr), the flow, and its place among the clients (*CLIENT).
+ * (loopback, addr), the client, and its place among the clients (*CLIENT).
  * The one place a connection learns who it serves: its peer at the
  * accept, or the client a load balancer's PROXY header names. */
 void conn__name_client(struct conn *c, const struct sockaddr *sa, struct addr_prefix *client)
@@ -85,8 +85,8 @@ void conn__name_client(struct conn *c, const struct sockaddr *sa, struct addr_pr
         uv_ip4_name((const struct sockaddr_in *)sa, c->peer, sizeof c->peer);
     c->loopback = addr_is_loopback(sa);
     addr_prefix_of(sa, 32, 128, &c->addr);
-    c->flow = client_of(sa, cfg->client_prefix.v4, cfg->client_prefix.v6, client);
-    writer_set_flow(&c->writer, c->flow);
+    c->client_id = client_of(sa, cfg->client_prefix.v4, cfg->client_prefix.v6, client);
+    writer_set_client(&c->writer, c->client_id);
 }
 
 bool conn_relayed_from(const struct config *cfg, const struct sockaddr *sa)

@@ -20,9 +20,9 @@ struct server *conn_server(struct conn *c)
     return c->env->owner;
 }
 
-uint64_t conn_flow(const struct conn *c)
+uint64_t conn_client(const struct conn *c)
 {
-    return c->flow;
+    return c->client_id;
 }
 
 bool conn_peer_loopback(const struct conn *c)

@@ -29,7 +29,7 @@ void *conn_take_handler_state(struct conn *c);
 struct server *conn_server(struct conn *c);
 /* The client (its address under client_prefix, hashed: client_of): whose
  * share of the pool C's work uses. */
-uint64_t conn_flow(const struct conn *c);
+uint64_t conn_client(const struct conn *c);
 const struct request *conn_request(const struct conn *c);
 /* Whether the client connected from this machine (127/8, ::1, ::ffff:127/104):
  * never for a balancer's connection whose PROXY header names no client. */

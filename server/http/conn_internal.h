@@ -217,7 +217,7 @@ struct conn {
     bool loopback;           /* the peer is this machine */
     bool admin;              /* came through the admin door (conn_accept_admin) */
     struct addr_prefix addr; /* the peer's whole address (family 0: not an IP peer) */
-    uint64_t flow; /* the client: the peer's address under client_prefix, hashed (client_of) */
+    uint64_t client_id; /* the client: the peer's address under client_prefix, hashed (client_of) */
     struct client_link client; /* its place in env->clients: counted, and listed while IDLE */
     /* Not state: queued in env->turns while its input waits for its client's turn. */
     struct fairq_node turn;

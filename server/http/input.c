@@ -56,15 +56,15 @@ void conn__on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
  * whether more waits (conn__parse). */
 static bool run_turn(struct conn *c, struct conn_turns *ct)
 {
-    uint64_t flow = c->flow, t0 = uv_hrtime();
+    uint64_t client = c->client_id, t0 = uv_hrtime();
     bool again = conn__parse(c);
-    turns_charge(&ct->policy, flow, uv_hrtime() - t0);
+    turns_charge(&ct->policy, client, uv_hrtime() - t0);
     return again;
 }
 
 static void turn_wait(struct conn *c, struct conn_turns *ct)
 {
-    turns_wait(&ct->policy, &c->turn, c->flow);
+    turns_wait(&ct->policy, &c->turn, c->client_id);
     pass_wake(ct->pass);
     conn__follow_input(c); /* input waits in the buffer: reading stops */
 }
@@ -81,7 +81,7 @@ void conn__resume(struct conn *c)
             again = conn__parse(c);
         } else if (c->turn.queued) {
             return; /* it waits already; its turn resumes it */
-        } else if (turns_admit(&ct->policy, c->flow, false)) {
+        } else if (turns_admit(&ct->policy, c->client_id, false)) {
             again = run_turn(c, ct);
         } else {
             turn_wait(c, ct);

@@ -20,7 +20,7 @@ static bool move_to_client(struct conn *c, const struct addr_prefix *client)
     c->at_limit = false;
     struct client_link *evict;
     enum clients_refusal why;
-    int rc = clients_rejoin(c->env->clients, &c->client, c->flow, client, full, &evict, &why);
+    int rc = clients_rejoin(c->env->clients, &c->client, c->client_id, client, full, &evict, &why);
     if (evict != NULL)
         conn_evict(evict);
     if (rc > 0)

@@ -24,7 +24,7 @@ static void conn_on_issuing(struct writer *w, size_t len)
 {
     struct conn *c = container_of(w, struct conn, writer);
     rate_meter_add(&c->meter, len, uv_now(c->env->loop));
-    clients_sent(c->env->clients, c->flow, len, uv_now(c->env->loop));
+    clients_sent(c->env->clients, c->client_id, len, uv_now(c->env->loop));
 }
 
 /* The head, and LEN bytes of body[] after it, through the writer: now, or

@@ -12,7 +12,7 @@ static void sender_begin(struct pass_sub *sub)
     share_new_pass(&snd->share);
     struct share_item *item;
     while ((item = share_next(&snd->share)) != NULL) {
-        struct sender_turn *t = container_of(item, struct sender_turn, item);
+        struct sender_wait *t = container_of(item, struct sender_wait, item);
         t->go(t);
     }
 }
@@ -23,7 +23,7 @@ static bool sender_waiting(const struct pass_sub *sub)
 }
 
 /* A write that waits keeps the loop from blocking until its turn comes. */
-bool sender_admit(struct sender *snd, struct sender_turn *t, uint64_t client, size_t bytes)
+bool sender_admit(struct sender *snd, struct sender_wait *t, uint64_t client, size_t bytes)
 {
     t->item.client = client;
     t->item.bytes = bytes;
@@ -33,7 +33,7 @@ bool sender_admit(struct sender *snd, struct sender_turn *t, uint64_t client, si
     return now;
 }
 
-void sender_drop(struct sender *snd, struct sender_turn *t)
+void sender_drop(struct sender *snd, struct sender_wait *t)
 {
     share_remove(&snd->share, &t->item);
 }

@@ -27,19 +27,19 @@ struct sender {
 /* A write that takes its turn through the sender: embedded in its owner
  * (a writer's slot, its answer from memory), which GO hands to the socket
  * when its turn comes. */
-struct sender_turn {
+struct sender_wait {
     struct share_item item; /* item.node.queued: it waits */
-    void (*go)(struct sender_turn *t);
+    void (*go)(struct sender_wait *t);
 };
 
 /* Loop thread: T, BYTES of CLIENT, wants to be written. Returns true when
  * it goes now (the caller writes it); else it waits, and T->go runs at its
  * turn. */
-bool sender_admit(struct sender *snd, struct sender_turn *t, uint64_t client, size_t bytes);
+bool sender_admit(struct sender *snd, struct sender_wait *t, uint64_t client, size_t bytes);
 
 /* T, waiting, will not be written (its owner stops): it leaves the queue.
  * Nothing when it does not wait. */
-void sender_drop(struct sender *snd, struct sender_turn *t);
+void sender_drop(struct sender *snd, struct sender_wait *t);
 
 /* An answer from memory went whole to the kernel as it was dispatched. */
 void sender_count_whole(struct sender *snd);

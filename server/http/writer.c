@@ -88,7 +88,7 @@ static void advance(struct writer *w, struct writer_slot *slot, size_t n, char *
     w->sent += body;
     *w->env->bytes_sent += body;
     if (w->env->sent != NULL && body > 0)
-        w->env->sent(w->env->sent_arg, w->flow, body);
+        w->env->sent(w->env->sent_arg, w->client, body);
 }
 
 static void on_wire(uv_write_t *req, int status)
@@ -128,7 +128,7 @@ static void write_on(struct writer *w)
             pump_drop(&w->pump);
             return;
         }
-        if (slot->turn.item.node.queued)
+        if (slot->send.item.node.queued)
             return; /* waits for its turn */
         size_t rest = rest_of(slot);
         if (rest == 0) {
@@ -142,7 +142,7 @@ static void write_on(struct writer *w)
         }
         /* A slot takes one turn, for all its bytes, however many writes
          * the socket needs for them. */
-        if (!slot->granted && snd != NULL && !sender_admit(snd, &slot->turn, w->flow, rest))
+        if (!slot->granted && snd != NULL && !sender_admit(snd, &slot->send, w->client, rest))
             return;
         slot->granted = true;
         if (!pump_rewinds(&w->pump)) {
@@ -173,9 +173,9 @@ static void write_on(struct writer *w)
 
 /* The slot's turn came: it goes on, which may end the response, even the
  * connection. */
-static void slot_turn(struct sender_turn *t)
+static void slot_send(struct sender_wait *t)
 {
-    struct writer_slot *slot = container_of(t, struct writer_slot, turn);
+    struct writer_slot *slot = container_of(t, struct writer_slot, send);
     struct writer *w = slot->w;
     slot->granted = true; /* its step goes now */
     write_on(w);
@@ -218,8 +218,8 @@ static void on_drop(struct pump *pump)
     struct writer *w = container_of(pump, struct writer, pump);
     struct writer_slot *slots[2] = {w->out, w->queued};
     for (int i = 0; i < 2; i++) {
-        if (slots[i] != NULL && slots[i]->turn.item.node.queued)
-            sender_drop(w->env->sender, &slots[i]->turn);
+        if (slots[i] != NULL && slots[i]->send.item.node.queued)
+            sender_drop(w->env->sender, &slots[i]->send);
     }
     w->out = w->queued = NULL;
 }
@@ -306,9 +306,9 @@ static int issue(struct writer *w, bool try_now)
 }
 
 /* The answer's turn with the sender came. */
-static void answer_turn(struct sender_turn *t)
+static void answer_send(struct sender_wait *t)
 {
-    struct writer *w = container_of(t, struct writer, answer_turn);
+    struct writer *w = container_of(t, struct writer, answer_send);
     int rc = issue(w, false);
     if (rc < 0)
         w->ops->written(w, rc);
@@ -322,7 +322,7 @@ int writer_answer(struct writer *w, char *head, size_t head_len, char *body, siz
     w->answer_n = len ? 2 : 1;
     w->answer_len = len;
     struct sender *snd = w->env->sender;
-    if (snd != NULL && !sender_admit(snd, &w->answer_turn, w->flow, head_len + len))
+    if (snd != NULL && !sender_admit(snd, &w->answer_send, w->client, head_len + len))
         return 0;
     return issue(w, try_first);
 }
@@ -334,24 +334,24 @@ void writer_init(struct writer *w, uv_stream_t *stream, const struct writer_env 
 {
     *w = (struct writer){.stream = stream, .env = env, .ops = ops};
     pump_init(&w->pump, env->pump, &writer_pump_out);
-    w->answer_turn.go = answer_turn;
+    w->answer_send.go = answer_send;
     for (unsigned i = 0; i < PUMP_SLOTS; i++) {
         w->slots[i].w = w;
         w->slots[i].index = i;
-        w->slots[i].turn.go = slot_turn;
+        w->slots[i].send.go = slot_send;
     }
 }
 
-void writer_set_flow(struct writer *w, uint64_t flow)
+void writer_set_client(struct writer *w, uint64_t client)
 {
-    w->flow = flow;
-    pump_set_flow(&w->pump, flow);
+    w->client = client;
+    pump_set_client(&w->pump, client);
 }
 
 void writer_close(struct writer *w)
 {
     if (w->env->sender != NULL)
-        sender_drop(w->env->sender, &w->answer_turn);
+        sender_drop(w->env->sender, &w->answer_send);
     pump_stop(&w->pump);
 }
 

@@ -37,7 +37,7 @@ struct writer_env {
     uint64_t *bytes_sent;        /* the server's count of body bytes, added to as they go */
     /* Told of each streamed piece as it is written: its client and its
      * body bytes. NULL: nobody. */
-    void (*sent)(void *arg, uint64_t flow, size_t bytes);
+    void (*sent)(void *arg, uint64_t client, size_t bytes);
     void *sent_arg; /* its argument */
 };
 
@@ -70,7 +70,7 @@ struct writer_slot {
     bool last;               /* the source's last */
     bool granted;            /* its turn came: the rest of its bytes go without asking */
     char frame[24];          /* the chunk-size line when chunked */
-    struct sender_turn turn; /* waiting for its turn to be written */
+    struct sender_wait send; /* waiting for its turn to be written */
     uv_buf_t bufs[5];        /* what it hands the socket, set as it starts: the rest from AT */
     unsigned nbufs, at;
 };
@@ -80,7 +80,7 @@ struct writer {
     uv_stream_t *stream;
     const struct writer_env *env;
     const struct writer_ops *ops;
-    uint64_t flow; /* the client, for the sender's turns */
+    uint64_t client; /* the client, for the sender's turns */
     struct pump pump;
     /* A streamed response: its head (sent with the first slot; NULL once
      * it is framed), framing, and the body bytes handed to the socket. */
@@ -96,7 +96,7 @@ struct writer {
     char wire[WRITER_WIRE];
     /* An answer from memory, waiting for its turn or its write. */
     uv_write_t answer_req;
-    struct sender_turn answer_turn;
+    struct sender_wait answer_send;
     uv_buf_t answer[2];
     unsigned answer_n;
     size_t answer_len;
@@ -107,7 +107,7 @@ void writer_init(struct writer *w, uv_stream_t *stream, const struct writer_env 
                  const struct writer_ops *ops);
 
 /* The client its writes and fills count for, from now on. */
-void writer_set_flow(struct writer *w, uint64_t flow);
+void writer_set_client(struct writer *w, uint64_t client);
 
 /* HEAD and LEN bytes of BODY (neither copied: they must live until the
  * write is done) to the socket, at the client's turn. TRY_FIRST: if the

@@ -205,7 +205,7 @@ int gateway_submit(struct gateway *gw, struct gateway_job *job, enum gateway_cla
     job->done = done;
     job->item.cost = cost.bytes;
     job->item.remaining = cost.remaining;
-    job->item.client = cost.flow;
+    job->item.client = cost.client;
     job->item.cpu = cls == GATEWAY_GZIP;
     job->in_libuv = false;
     job->submitted_ns = uv_hrtime();

@@ -38,9 +38,9 @@ typedef void (*gateway_done_fn)(struct gateway_job *job, int status);
 
 /* What a job costs: the bytes it reads or deflates, the bytes its response
  * has yet to produce (this job included: what makes it short or bulk), and
- * who asked (a client: work is shared per flow, in every class). */
+ * who asked (a client: work is shared per client, in every class). */
 struct gateway_cost {
-    uint64_t bytes, remaining, flow;
+    uint64_t bytes, remaining, client;
 };
 
 /* Embed in the object that owns the job; get back with container_of. */
@@ -109,10 +109,10 @@ struct gateway {
     uint64_t short_ahead;
     bool short_waited;
     /* Told on the loop thread of each job that ran, after its done
-     * callback: who asked (its cost's flow), how long it ran on its thread
+     * callback: who asked (its cost's client), how long it ran on its thread
      * (NS) and how long the callback took the loop (LOOP_NS). Set by the
      * owner after gateway_init; NULL: nobody. */
-    void (*ran)(void *arg, uint64_t flow, uint64_t ns, uint64_t loop_ns);
+    void (*ran)(void *arg, uint64_t client, uint64_t ns, uint64_t loop_ns);
     void *ran_arg;
 };
 

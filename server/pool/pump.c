@@ -19,9 +19,9 @@ void pump_init(struct pump *pump, const struct pump_env *env, const struct pump_
     *pump = (struct pump){.env = env, .out = out, .filling = -1};
 }
 
-void pump_set_flow(struct pump *pump, uint64_t flow)
+void pump_set_client(struct pump *pump, uint64_t client)
 {
-    pump->flow = flow;
+    pump->client = client;
 }
 
 bool pump_running(const struct pump *pump)
@@ -70,7 +70,7 @@ static void took(struct pump *pump, size_t bytes)
 static void give(struct pump *pump, size_t bytes)
 {
     pump->held -= bytes;
-    budget_give(pump->env->budget, pump->flow, bytes);
+    budget_give(pump->env->budget, pump->client, bytes);
 }
 
 /* ---- memory that gives way ------------------------------------------------ */
@@ -179,7 +179,7 @@ static void give_way(struct pump *pump)
 static void maybe_give_way(struct pump *pump)
 {
     if (pump->env->budget->waiting > 0 && can_give_way(pump) &&
-        budget_gives_way(pump->env->budget, pump->flow))
+        budget_gives_way(pump->env->budget, pump->client))
         give_way(pump);
 }
 
@@ -196,7 +196,7 @@ static void press(const struct pump_env *env, uint64_t client)
     size_t above = budget_give_above(env->budget);
     for (struct pump *p = env->stalled->first; p != NULL && above != SIZE_MAX;) {
         struct pump *next = p->stall_next;
-        if (p->flow != client && budget_gives(env->budget, above, p->flow) && can_give_way(p)) {
+        if (p->client != client && budget_gives(env->budget, above, p->client) && can_give_way(p)) {
             give_way(p); /* may grant others, but removes only P from the list */
             above = budget_give_above(env->budget);
         }
@@ -377,7 +377,7 @@ static struct pump_slot *free_slot(struct pump *pump)
     if (slot == NULL || slot->buf != NULL)
         return slot;
     bool first = s[0].buf == NULL && s[1].buf == NULL;
-    if (!first && !budget_try(pump->env->budget, pump->flow, pump->alloc))
+    if (!first && !budget_try(pump->env->budget, pump->client, pump->alloc))
         return NULL;
     if (!first)
         took(pump, pump->alloc);
@@ -459,7 +459,7 @@ static void fill_next(struct pump *pump)
     pump->fill.disk = pump->env->disk;
     /* The job's cost is the input it takes. */
     uint64_t cost = pump->fill.piece < src->remaining ? pump->fill.piece : src->remaining;
-    struct gateway_cost c = {.bytes = cost, .remaining = src->remaining, .flow = pump->flow};
+    struct gateway_cost c = {.bytes = cost, .remaining = src->remaining, .client = pump->client};
     int rc = gateway_submit(pump->env->gateway, &pump->fill.job, src->cls, c, fill_work,
                             fill_after_work);
     if (rc < 0) {
@@ -488,7 +488,7 @@ int pump_start(struct pump *pump, struct pump_source *src)
     /* The slots are sized for the largest piece the partition gives now,
      * and no larger than the budget: a `whole` file bigger than
      * max_buffer_memory is read in pieces of that size, or it could start
-     * only once nothing else held any memory, which a steady flow of small
+     * only once nothing else held any memory, which a steady stream of small
      * responses may never leave. */
     size_t piece_max = src->reads_file
                            ? pump_piece(&pump->env->partition, false, src->remaining, false)
@@ -506,13 +506,13 @@ int pump_start(struct pump *pump, struct pump_source *src)
     pump->reread = 0;
     pump->slot_held = !src->reserve_late;
     pump->error = 0;
-    pump->wait.client = pump->flow; /* waiters take turns by client */
+    pump->wait.client = pump->client; /* waiters take turns by client */
     if (!src->reserve_late) {
         size_t need = src->held + pump->alloc;
         if (!budget_take(pump->env->budget, &pump->wait, need, on_granted)) {
             pump->waiting = true;
             pump->wait_start = uv_now(pump->env->gateway->loop);
-            press(pump->env, pump->flow);
+            press(pump->env, pump->client);
             return 0;
         }
         took(pump, need);
@@ -549,7 +549,7 @@ bool pump_reserve(struct pump *pump, size_t bytes)
     /* A response that gave way asks for its slot again: others may give
      * way to it in turn. (Not from a source's ready: no re-entry there.) */
     if (pump->src->ops->ready == NULL && !pump->quiet)
-        press(pump->env, pump->flow);
+        press(pump->env, pump->client);
     return false;
 }
 

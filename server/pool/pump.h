@@ -132,7 +132,7 @@ struct pump {
     struct budget_waiter wait;  /* queued for the reservation */
     size_t held;                /* bytes of the budget this response holds */
     uint64_t wait_start;        /* uv_now() when the reservation started waiting */
-    uint64_t flow;              /* the client, for the gateway's shares */
+    uint64_t client;            /* the client, for the gateway's shares */
     struct pump_source *src;    /* NULL when idle */
     struct pump_fill fill;
     struct pump_slot slots[PUMP_SLOTS];
@@ -159,7 +159,7 @@ struct pump {
 void pump_init(struct pump *pump, const struct pump_env *env, const struct pump_out *out);
 
 /* The client its fills run on behalf of, from now on. */
-void pump_set_flow(struct pump *pump, uint64_t flow);
+void pump_set_client(struct pump *pump, uint64_t client);
 
 /* Streams SRC: fills its slots and hands them up. Takes ownership of SRC
  * even on failure. Returns 0, or a negative UV_E* code (done will not

@@ -60,7 +60,7 @@ static void fair_append(struct sched_fair *fq, struct sched_item *item)
 
 /* The bucket whose turn it is: the smallest tag; of equal ones, the one
  * that has held work the longest (the first in the ring). */
-static uint32_t fair_turn(const struct sched_fair *fq)
+static uint32_t fair_first_bucket(const struct sched_fair *fq)
 {
     int32_t best = fairq_first(&fq->queue);
     for (int32_t b = fairq_next(&fq->queue, (uint32_t)best); b != FAIRQ_NONE;
@@ -113,7 +113,7 @@ static struct short_pick short_pick(const struct sched *s, uint32_t b)
 static struct short_pick short_next(const struct sched *s, uint32_t *bp)
 {
     const struct sched_fair *fq = &s->shorts;
-    uint32_t turn = fair_turn(fq);
+    uint32_t turn = fair_first_bucket(fq);
     struct short_pick pick = short_pick(s, turn), p;
     *bp = turn;
     if (pick.item != NULL || s->running_cpu < s->cpu_max)
@@ -262,7 +262,7 @@ struct sched_item *sched_next(struct sched *s)
     }
     if (!bulk_may)
         return NULL;
-    b = fair_turn(&s->bulks);
+    b = fair_first_bucket(&s->bulks);
     struct sched_item *oldest = item_of(fairq_oldest(&s->bulks.queue, b));
     return start(s, fair_take(&s->bulks, b, oldest), pick.item != NULL, false);
 }

@@ -45,7 +45,7 @@ static void submit(struct gateway *gw, struct job *j, int id, uint64_t remaining
 {
     j->id = id;
     j->status = 1;
-    struct gateway_cost cost = {.bytes = remaining, .remaining = remaining, .flow = 1};
+    struct gateway_cost cost = {.bytes = remaining, .remaining = remaining, .client = 1};
     is_int(gateway_submit(gw, &j->g, GATEWAY_READ, cost, work, on_done), 0, "submitted");
 }
 

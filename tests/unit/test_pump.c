@@ -206,7 +206,7 @@ static void pump_over_socket(void)
     uv_pipe_open(&pipe, fds[0]);
     struct writer w;
     writer_init(&w, (uv_stream_t *)&pipe, &wenv, &ops);
-    writer_set_flow(&w, 1);
+    writer_set_client(&w, 1);
 
     late_head(&w);
     late_head_stopped(&w);

@@ -10,17 +10,17 @@
 
 static struct sched_item items[128];
 
-static struct sched_item *item(int i, uint64_t cost, uint64_t remaining, uint64_t flow)
+static struct sched_item *item(int i, uint64_t cost, uint64_t remaining, uint64_t client)
 {
     struct sched_item *it = &items[i];
-    *it = (struct sched_item){.cost = cost, .remaining = remaining, .client = flow};
+    *it = (struct sched_item){.cost = cost, .remaining = remaining, .client = client};
     return it;
 }
 
 /* A CPU-bound item (a deflate), marked before it is pushed. */
-static struct sched_item *cpu_item(int i, uint64_t cost, uint64_t remaining, uint64_t flow)
+static struct sched_item *cpu_item(int i, uint64_t cost, uint64_t remaining, uint64_t client)
 {
-    struct sched_item *it = item(i, cost, remaining, flow);
+    struct sched_item *it = item(i, cost, remaining, client);
     it->cpu = true;
     return it;
 }
