@@ -9,7 +9,7 @@
  * libuv loop: the poll, and every callback until the next poll. Whatever
  * must happen once a pass subscribes here instead of keeping handles of its
  * own: the turns of the loop's time (server/http/turns.h), the send share
- * (server/pool/share.h), loop reads (handlers/files/loop_reads.h); and what
+ * (server/http/share.h), loop reads (handlers/files/loop_reads.h); and what
  * is read at most once a pass asks pass_new (the file cache's change
  * queue). The service owns the loop's one check, idle and prepare handle
  * for this, and the clock rule.

@@ -6,12 +6,12 @@
 #include <stdint.h>
 
 #include "server/base/pass.h"
-#include "server/pool/share.h"
+#include "server/http/share.h"
 
 struct snapshot;
 
 /* The sender: the loop's response writes, shared by client
- * (server/pool/share.h), http's one write scheduler. Every write of a
+ * (server/http/share.h), http's one write scheduler. Every write of a
  * response takes its turn here: a streamed body's slots (writer.c) and an
  * answer from memory alike. It owns the share, whose passes the loop's
  * pass service (server/base/pass.h) begins; a write that waits wakes the

@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "server/pool/share.h"
+#include "server/http/share.h"
 #include "tests/tap.h"
 
 #define KB 1024ull

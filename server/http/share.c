@@ -1,4 +1,4 @@
-#include "server/pool/share.h"
+#include "server/http/share.h"
 
 #include <string.h>
 
