@@ -10,6 +10,7 @@
 # it). A handler sees only PUBLIC headers (and handlers/), however deep; the
 # non-public headers a PUBLIC one pulls in today are listed in LEAKS, and
 # any other fails.
+# The sender (the loop's writes) reaches nothing of pool/.
 # And no include circle anywhere: a file never reaches itself.
 # Test files: no two integration tests share a number.
 import os
@@ -118,6 +119,14 @@ def main():
         % len(LEAKS))
     ok(not (LEAKS - leaks), "every known leak still exists (remove those gone)",
        *sorted("%s no longer pulls %s" % l for l in LEAKS - leaks))
+
+    # The loop's writes are http/'s: the sender and its policy (which client
+    # writes next in a pass) reach nothing of pool/, so a write never goes
+    # back down into the threadpool's room to ask whose turn it is.
+    senders = ["server/http/sender.c", "server/http/sender.h"]
+    is_(sorted("%s reaches %s" % (p, i) for p in senders for i in closure(p)
+               if room(i) == "server/pool"), [],
+        "the sender and its policy reach nothing of server/pool/")
 
     # Circles between units: a unit is a .c with its .h (an _internal.h is a
     # unit of its own); an edge is an include of another unit's header from
