@@ -51,8 +51,17 @@ static void file_rewind(struct pump_source *src, size_t bytes)
     src->remaining = fs->left;
 }
 
+/* The range as it stands, for the writer's sendfile (before any fill). */
+static int file_range(struct pump_source *src, uint64_t *offset, uint64_t *len)
+{
+    struct file_source *fs = container_of(src, struct file_source, base);
+    *offset = fs->offset;
+    *len = fs->left;
+    return fs->fd;
+}
+
 static const struct pump_source_ops file_ops = {
-    .fill = file_fill, .release = file_release, .rewind = file_rewind};
+    .fill = file_fill, .release = file_release, .rewind = file_rewind, .file = file_range};
 
 struct pump_source *file_range_source(int fd, unsigned long long offset, unsigned long long len)
 {

@@ -295,21 +295,22 @@ static void hand_up(struct pump *pump, struct pump_slot *slot, bool last)
     pump->out->filled(pump, (unsigned)(slot - pump->slots), slot->buf, slot->len, last);
 }
 
-void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes)
+bool pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes)
 {
     if (disk->latency_ms == 0 && disk->bytes_per_s == 0)
-        return;
+        return false;
     uint64_t want = (uint64_t)disk->latency_ms * 1000000;
     if (disk->bytes_per_s > 0)
         want += (uint64_t)((double)bytes * 1e9 / (double)disk->bytes_per_s);
     uint64_t spent = uv_hrtime() - started_ns;
     if (want <= spent)
-        return;
+        return false;
     uint64_t rest = want - spent;
     struct timespec ts = {.tv_sec = (time_t)(rest / 1000000000),
                           .tv_nsec = (long)(rest % 1000000000)};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
         ;
+    return true;
 }
 
 static void fill_work(struct gateway_job *job)
@@ -410,6 +411,22 @@ size_t pump_piece(const struct pump_partition *partition, bool short_waiting, ui
     if (piece > PUMP_PIECE_MAX)
         piece = PUMP_PIECE_MAX;
     return piece ? piece : 1;
+}
+
+size_t pump_env_piece(const struct pump_env *env, uint64_t remaining)
+{
+    return pump_piece(&env->partition, gateway_short_waiting(env->gateway, false), remaining,
+                      false);
+}
+
+struct disk_emulation pump_env_disk(const struct pump_env *env)
+{
+    return env->disk;
+}
+
+int pump_source_file(struct pump_source *src, uint64_t *offset, uint64_t *len)
+{
+    return src->ops->file != NULL ? src->ops->file(src, offset, len) : -1;
 }
 
 /* The input the next fill takes. A file read follows the partition as it

@@ -217,4 +217,16 @@ void pump_stop(struct pump *pump);
  * The pump must not be busy. */
 void pump_free(struct pump *pump);
 
+/* Loop thread: the piece rule for a plain read of a file that has
+ * REMAINING bytes left, under ENV's partition now (pump_piece, short work
+ * waiting as the gateway says). What the writer's sendfile pieces take. */
+size_t pump_env_piece(const struct pump_env *env, uint64_t remaining);
+
+/* Loop thread: emulate_disk as it is now, for a job to take a copy of. */
+struct disk_emulation pump_env_disk(const struct pump_env *env);
+
+/* If SRC is a plain range of a regular file (pump_source_ops.file): its
+ * descriptor, still SRC's, with *OFFSET and *LEN set; else -1. */
+int pump_source_file(struct pump_source *src, uint64_t *offset, uint64_t *len);
+
 #endif

@@ -44,6 +44,13 @@ struct pump_source_ops {
      * Only a source that can (a file read); without it, a response keeps
      * what it filled. */
     void (*rewind)(struct pump_source *src, size_t bytes);
+    /* Optional, loop thread, before the first fill: a source whose bytes
+     * are a plain range of a regular file, sent as they are, says which:
+     * returns the file's descriptor (still the source's, closed by its
+     * release) and sets *OFFSET and *LEN; else -1. The writer may then move
+     * them with sendfile(2) instead of running the pump
+     * (docs/design/sendfile.md). */
+    int (*file)(struct pump_source *src, uint64_t *offset, uint64_t *len);
 };
 
 /* What a source tells the pump. */
@@ -106,8 +113,9 @@ struct zstate *pump_zstate_take(struct pump *pump, const struct zparams *p);
 void pump_zstate_give(struct pump *pump, struct zstate *s);
 
 /* Worker thread: makes a file read that started at STARTED_NS (uv_hrtime)
- * and got BYTES last at least as long as DISK says, by sleeping the rest. */
-void pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes);
+ * and got BYTES last at least as long as DISK says, by sleeping the rest.
+ * Returns true when it slept. */
+bool pump_emulate_disk(const struct disk_emulation *disk, uint64_t started_ns, size_t bytes);
 
 /* Worker thread: reads exactly LEN bytes of FD at OFFSET into BUF, across
  * short reads and EINTR, PUMP_READ_STEP at a time, giving the CPU way
