@@ -204,11 +204,12 @@ test-asan: build/asan/unclog $(UNIT_BIN)
 # The tests whose servers run pool work of every kind, and change it under
 # way: reads and their partitions, /gzip, the scheduler and the budget,
 # settings and reloads, workers, cancels at shutdown, ranges, listings,
-# compressed files, the cache, the send share, the turns, zlib states reused.
+# compressed files, the cache, the send share, the turns, zlib states reused,
+# sendfile pieces.
 TSAN_INTEG := $(addprefix tests/integration/,05_partition.t 06_gzip.t 08_backpressure.t \
               10_shutdown.t 11_reload.t 12_workers.t 13_job_classes.t 14_scheduler.t 15_memory.t \
               16_settings.t 29_send_share.t 31_ranges.t 32_directories.t 33_compression.t \
-              36_cache.t 55_turns.t 63_zlib_reuse.t)
+              36_cache.t 55_turns.t 63_zlib_reuse.t 71_sendfile.t)
 test-tsan: build/tsan/unclog
 	$(INTEG_ENV) UNCLOG_BIN=$(CURDIR)/build/tsan/unclog UNCLOG_TSAN=1 \
 	    TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp $$TSAN_OPTIONS" $(PROVE) $(TSAN_INTEG)

@@ -22,6 +22,8 @@ static const struct config_choice log_levels[] = {
     {"error", LOG_ERROR}, {"warn", LOG_WARN}, {"info", LOG_INFO}, {"debug", LOG_DEBUG}, {NULL, 0},
 };
 
+static const struct config_choice sendfile_modes[] = {{"auto", 1}, {"off", 0}, {NULL, 0}};
+
 static const struct config_choice proxy_off[] = {{"off", 0}, {NULL, 0}};
 /* admin_listen's words besides an address ("unix:" stands for unix:/PATH). */
 static const struct config_choice admin_words[] = {
@@ -143,6 +145,12 @@ static const struct config_key core_keys[] = {
         "open and read files already in the page cache on the loop (openat2 RESOLVE_CACHED, "
         "preadv2 RWF_NOWAIT), send_turn bytes a pass at most; off: every read meets the pool",
         CONFIG_RELOAD),
+    {"sendfile", CONFIG_CHOICE, CONFIG_FIELD(struct config, sendfile), 0, 0, "auto", "auto|off",
+     "auto: a file's body that goes as it is (a whole file or one range; not HEAD, gzip, "
+     "multipart ranges or the file cache) moves from the page cache to the socket with "
+     "sendfile, partition bytes a piece on the threadpool, holding no buffer memory; off: every "
+     "body is read into buffers (the pump)",
+     CONFIG_RELOAD, sendfile_modes},
     CONFIG_BYTES(
         struct config, max_buffer_memory, 1, 1ULL << 40, "256m",
         "request and response buffers held at once per worker: beyond it work waits its turn",

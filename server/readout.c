@@ -220,6 +220,7 @@ static void snapshot(const struct server *srv, const struct clients_peer *peers,
     snap_add_settings(s, srv->cfg, &server_config_table); /* keys.c's figures */
     live_settings_stats(srv, s);
     snap_add(s, &bytes_sent_def, srv->bytes_sent);
+    writer_stats(&srv->writer_counts, s);
     latency_stats(srv, s);
     snap_add(s, &uptime_def, uv_now(srv->loop) - srv->started_ms);
     connections_stats(srv, peers, npeers, s);

@@ -185,7 +185,9 @@ int server_init(struct server *srv, uv_loop_t *loop, struct config *cfg,
                                           .sender = &srv->sender,
                                           .bytes_sent = &srv->bytes_sent,
                                           .sent = server_on_sent,
-                                          .sent_arg = srv};
+                                          .sent_arg = srv,
+                                          .gateway = &srv->gateway,
+                                          .counts = &srv->writer_counts};
     server__apply_to_pumps(srv);
     srv->conn_env = (struct conn_env){.loop = loop,
                                       .owner = srv,

@@ -97,7 +97,8 @@ struct server {
      * scraper or the dashboard at max_connections neither takes a client's
      * connection nor is refused). */
     uint64_t active, admin_active;
-    uint64_t bytes_sent; /* response body bytes handed to the kernel, as they go */
+    uint64_t bytes_sent;                /* response body bytes handed to the kernel, as they go */
+    struct writer_counts writer_counts; /* streamed bodies: buffered or by sendfile */
     struct route_row route_rows[SERVER_ROUTES_MAX];
     unsigned nroute_rows;
     /* From the first byte of a request to the last byte handed to the

@@ -184,6 +184,7 @@ struct config {
     size_t send_lowat;          /* TCP_NOTSENT_LOWAT of each connection; 0: the kernel's own */
     size_t send_turn;           /* bytes the loop writes per pass before clients take turns */
     bool loop_reads;            /* open and read page-cached files on the loop */
+    unsigned sendfile;          /* 1 (auto): plain file ranges move by sendfile(2); 0: off */
     unsigned turn_share;        /* µs of a loop turn a client may take before its requests wait */
     size_t max_buffer_memory;   /* the budget of server/pool/budget.h, per worker */
     /* The leading bits of an address that make one client. */

@@ -161,7 +161,7 @@ static bool waits_on_client(const struct conn *c)
         return false; /* input waits for its turn or its window */
     if (c->state == CONN_BODY || c->state == CONN_STREAM_OPEN)
         return true;
-    return uv_stream_get_write_queue_size((const uv_stream_t *)&c->tcp) > 0;
+    return writer_queued(&c->writer) > 0;
 }
 
 /* Adds the response bytes the pump handed on since the last look to C's

@@ -9,7 +9,7 @@
  * disk): that is no fault of the client. */
 static bool send_progressed(struct conn *c)
 {
-    size_t queued = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    size_t queued = writer_queued(&c->writer);
     bool moved = queued == 0 || queued < c->sent_queue || writer_sent(&c->writer) != c->sent_pumped;
     c->sent_queue = queued;
     c->sent_pumped = writer_sent(&c->writer);

@@ -28,7 +28,15 @@
  * alone uv_write pins until the client reads, and the pump is told its
  * socket is blocked: the slot's rest may be given back meanwhile
  * (docs/design/memory.md). A slot of a source that cannot rewind (a
- * deflate) goes whole with uv_write. */
+ * deflate) goes whole with uv_write.
+ *
+ * With sendfile on, a streamed body that is a plain range of a regular
+ * file (pump_source_file) and needs no framing skips the pump: after its
+ * head, the writer moves it from the file to the socket with sendfile(2),
+ * a piece at a time (the pump's piece rule), each piece at its client's
+ * turn and run on the pool through the gateway. When the socket takes
+ * less, it waits for the socket to be writable, holding no buffer and no
+ * thread (docs/design/sendfile.md). */
 
 /* What every writer of a server shares. Owned by the server. */
 struct writer_env {
@@ -38,7 +46,23 @@ struct writer_env {
     /* Told of each streamed piece as it is written: its client and its
      * body bytes. NULL: nobody. */
     void (*sent)(void *arg, uint64_t client, size_t bytes);
-    void *sent_arg; /* its argument */
+    void *sent_arg;               /* its argument */
+    struct gateway *gateway;      /* where sendfile pieces run */
+    bool sendfile;                /* sendfile = auto: file ranges move by sendfile(2) */
+    struct writer_counts *counts; /* the server's counts of the two paths */
+};
+
+/* How the server's streamed bodies went: written from slots the pump
+ * filled, or moved by sendfile. Loop thread. */
+struct writer_counts {
+    uint64_t buffered_bytes;     /* body bytes written from the pump's slots */
+    uint64_t sendfile_bytes;     /* body bytes moved by sendfile */
+    uint64_t sendfile_responses; /* responses that took the sendfile path */
+    uint64_t sendfile_pieces;    /* sendfile pieces run (on the pool) */
+    uint64_t sendfile_waits;     /* times a piece found the socket full: it waits to be writable */
+    uint64_t sendfile_emulated;  /* pieces emulate_disk made slower */
+    uint64_t sendfile_truncated; /* responses whose file ended before its promised length */
+    uint64_t sendfile_waiting;   /* responses waiting for their socket now (a gauge) */
 };
 
 struct writer;
@@ -75,6 +99,41 @@ struct writer_slot {
     unsigned nbufs, at;
 };
 
+/* The socket's own descriptor, for sendfile: a dup() of the stream's, so
+ * that it stays valid while a piece runs on the pool whatever becomes of
+ * the stream, and so that a uv_poll_t may watch it (a descriptor libuv's
+ * stream watches already cannot be watched twice). Allocated for each
+ * sendfile response; freed by its poll's close callback, which closes fd. */
+struct writer_sock {
+    uv_poll_t poll;
+    struct writer *w;
+    int fd;
+    bool polling; /* waits for the socket to be writable */
+};
+
+/* A response moved by sendfile (docs/design/sendfile.md). */
+struct writer_file {
+    struct pump_source *src; /* owns the file; NULL unless this path runs */
+    struct writer_sock *sock;
+    int fd;                /* the file: src's */
+    uint64_t offset, left; /* what is still to go */
+    uint64_t paid_to;      /* emulate_disk: the bytes before it were paid for at its rate */
+    struct sender_wait send;
+    bool stopping, in_pool, head_busy;
+    int error; /* the first failure, or 0 */
+    /* One piece on the pool: what its work reads and writes. */
+    struct gateway_job job;
+    int job_sock, job_fd;
+    uint64_t job_offset;
+    size_t piece;
+    size_t pay; /* emulate_disk: the bytes of the piece not "read" before */
+    struct disk_emulation disk;
+    size_t moved;  /* bytes sendfile moved */
+    int rc;        /* 0, UV_EAGAIN (the socket is full), or a negative errno */
+    bool ended;    /* the file ended before the piece did */
+    bool emulated; /* emulate_disk slept */
+};
+
 /* Embedded in its connection. */
 struct writer {
     uv_stream_t *stream;
@@ -100,6 +159,7 @@ struct writer {
     uv_buf_t answer[2];
     unsigned answer_n;
     size_t answer_len;
+    struct writer_file file; /* a response moved by sendfile */
 };
 
 /* Prepares an idle writer to STREAM in ENV, telling OPS. */
@@ -138,6 +198,10 @@ bool writer_running(const struct writer *w);
 /* The body bytes of the streamed response handed to the socket so far. */
 unsigned long long writer_sent(const struct writer *w);
 
+/* Bytes that wait for the client to read: the stream's write queue, or 1
+ * while a response moved by sendfile waits for its socket. */
+size_t writer_queued(const struct writer *w);
+
 /* The streamed response stops: done runs once its fill and writes are
  * back. */
 void writer_stop(struct writer *w);
@@ -145,6 +209,12 @@ void writer_stop(struct writer *w);
 /* The connection closes: the answer waiting for its turn will not go, and
  * the streamed response stops. */
 void writer_close(struct writer *w);
+
+struct snapshot;
+
+/* Adds the two paths' counts C to S: "buffered_bytes", and the object
+ * "sendfile". */
+void writer_stats(const struct writer_counts *c, struct snapshot *s);
 
 /* Frees what the writer keeps between responses. Not while it runs. */
 void writer_free(struct writer *w);

@@ -77,7 +77,7 @@ def download_two(srv, target, lead=None):
 def check_partition(root, digests, partition):
     p = {"4k": 4096, "64k": 65536}.get(partition)
     sizes = [0, 1, p - 1, p, p + 1, BIG] if p else SIZES
-    with Server(root=root, args=["--partition", partition], name="server at " + partition) as srv:
+    with Server(root=root, args=["--sendfile", "off", "--partition", partition], name="server at " + partition) as srv:
         with srv.conn() as conn:
             for size in sizes:
                 resp = conn.roundtrip("GET", "/" + name(size))
@@ -123,7 +123,7 @@ def test_interleaving():
     # margin, the second connection must have received bytes. No timing.
     lead = wmem_max() + 4 * RCVBUF + MiB
     size = max(4 * lead, 32 * MiB)
-    srv = Server(args=["--threads", "1", "--partition", "4k"], name="server with one thread")
+    srv = Server(args=["--sendfile", "off", "--threads", "1", "--partition", "4k"], name="server with one thread")
     srv.sparse_file("both.bin", size)
     with srv:
         answers, had = download_two(srv, "/both.bin", lead)
@@ -142,7 +142,7 @@ def test_truncated_while_sent(root):
     path = os.path.join(root, "shrinks.bin")
     with open(path, "wb") as f:
         f.write(random_bytes(8 * MiB, 6))
-    with Server(root=root, args=["--partition", "4k"], name="server for a shrinking file") as srv:
+    with Server(root=root, args=["--sendfile", "off", "--partition", "4k"], name="server for a shrinking file") as srv:
         with srv.conn(rcvbuf=16 * KiB) as conn:
             conn.request("GET", "/shrinks.bin")
             is_(conn.read_head().status, 200, "shrinking file: 200")
@@ -171,7 +171,7 @@ def test_truncated_before_sent(root):
     for name_ in ("held.bin", "victim.bin"):
         with open(os.path.join(root, name_), "wb") as f:
             f.write(data)
-    args = ["--partition", "whole", "--max-buffer-memory", "2m", "--file-cache", "off",
+    args = ["--sendfile", "off", "--partition", "whole", "--max-buffer-memory", "2m", "--file-cache", "off",
             "--send-buffer", "4k"]
     with Server(root=root, args=args, name="server for a file that shrank before") as srv:
         stalled = [Conn(srv.port, rcvbuf=16 * KiB) for _ in range(2)]
@@ -203,7 +203,7 @@ def test_truncated_before_sent(root):
 # thread: short work.
 AUTO_MIN, AUTO_MAX = 16 * KiB, 128 * KiB
 AUTO_SIZE = 2 * MiB
-AUTO_ARGS = ["--partition", "auto", "--partition-min", "16k", "--partition-max", "128k",
+AUTO_ARGS = ["--sendfile", "off", "--partition", "auto", "--partition-min", "16k", "--partition-max", "128k",
              "--threads", "1", "--emulate-disk", "10ms", "--file-cache", "off"]
 RANGES = "bytes=0-%d,%d-%d" % (AUTO_SIZE // 2 - 1, AUTO_SIZE // 2, AUTO_SIZE - 1)
 
@@ -293,7 +293,7 @@ def test_live_change():
     # slots and the sockets' few KiB ahead of the client, so more than 12 MiB
     # are left to read in 4k pieces.
     data = random_bytes(16 * MiB, 9)
-    args = ["--admin", "on", "--file-cache", "off", "--send-buffer", "4k"]
+    args = ["--sendfile", "off", "--admin", "on", "--file-cache", "off", "--send-buffer", "4k"]
     kinds = [("gzip of a file", "gzip", "/live.txt", {"Accept-Encoding": "gzip"}),
              ("multipart ranges", "read", "/live.bin",
               {"Range": "bytes=0-%d,%d-%d" % (8 * MiB - 1, 8 * MiB, 16 * MiB - 1)})]

@@ -33,7 +33,7 @@ def trickle_gzip():
     127.0.0.2's 3 MiB download under a 2 MiB budget does not wait for them."""
     data = random_bytes(3 * MiB, 20)
     bodies = [random_bytes(70 * KiB, 30 + i) for i in range(8)]
-    args = ["--max-buffer-memory", "2m", "--file-cache", "off", "--body-timeout", "60s"]
+    args = ["--sendfile", "off", "--max-buffer-memory", "2m", "--file-cache", "off", "--body-timeout", "60s"]
     head = build_request("POST", "/gzip", headers={"Transfer-Encoding": "chunked"})
     with Server(files={"big.bin": data}, args=args) as srv:
         uploads = [Conn(srv.port, source="127.0.0.3") for _ in bodies]
@@ -70,7 +70,7 @@ def fair_share():
     of its own is served. (Loop reads off: a small file read on the loop
     takes no budget, as a cache hit.)"""
     data = random_bytes(3 * MiB, 21)
-    args = ["--max-buffer-memory", "2m", "--partition", "1m", "--file-cache", "off",
+    args = ["--sendfile", "off", "--max-buffer-memory", "2m", "--partition", "1m", "--file-cache", "off",
             "--send-buffer", "4k", "--loop-reads", "off"]
     with Server(files={"big.bin": data, "small.txt": SMALL}, args=args) as srv:
         hog = Conn(srv.port, source="127.0.0.3", rcvbuf=16 * KiB)
@@ -92,7 +92,7 @@ def fair_share():
 
 def stalled_whole():
     """Four clients stall 1 MiB `whole` downloads under a 2 MiB budget."""
-    args = ["--partition", "whole", "--max-buffer-memory", "2m", "--file-cache", "off",
+    args = ["--sendfile", "off", "--partition", "whole", "--max-buffer-memory", "2m", "--file-cache", "off",
             "--send-buffer", "4k"]
     with Server(files={"big.bin": BIG, "small.txt": SMALL}, args=args) as srv:
         stalled = [Conn(srv.port, rcvbuf=16 * KiB) for _ in range(4)]
@@ -118,7 +118,7 @@ def stalled_whole():
 def many_whole():
     """40 clients download a 2 MiB file in one piece under an 8 MiB budget."""
     data = random_bytes(2 * MiB, 16)
-    args = ["--partition", "whole", "--max-buffer-memory", "8m", "--file-cache", "off"]
+    args = ["--sendfile", "off", "--partition", "whole", "--max-buffer-memory", "8m", "--file-cache", "off"]
     with Server(files={"big.bin": data}, args=args) as srv:
         bodies = in_parallel(lambda i: srv.get("/big.bin").body, 40)
         is_(sum(b != data for b in bodies), 0, "40 whole downloads are byte-exact")
@@ -131,7 +131,7 @@ def whole_beyond_budget():
     """`whole` of a file larger than the budget: read in pieces of the budget,
     or it could start only once nothing else held memory."""
     data = random_bytes(3 * MiB, 19)
-    args = ["--partition", "whole", "--max-buffer-memory", "1m", "--file-cache", "off"]
+    args = ["--sendfile", "off", "--partition", "whole", "--max-buffer-memory", "1m", "--file-cache", "off"]
     with Server(files={"big.bin": data}, args=args) as srv:
         is_(srv.get("/big.bin").body, data, "a 3 MiB file under a 1 MiB budget arrives whole")
         m = memory(srv)

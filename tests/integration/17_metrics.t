@@ -332,7 +332,7 @@ def test_head_and_methods(srv):
 def test_seconds():
     """emulate_disk = 50ms: every read runs at least 50 ms, so no read is
     counted in a bucket below 0.05 s, and the GET of 4 pieces takes 200 ms."""
-    args = ["--loop-reads", "off", "--emulate-disk", "50ms", "--partition", "4k", "--file-cache", "off",
+    args = ["--sendfile", "off", "--loop-reads", "off", "--emulate-disk", "50ms", "--partition", "4k", "--file-cache", "off",
             "--gzip-partition", "whole"]
     with Server(files={"f.bin": random_bytes(16 * KiB, 3)}, args=args,
                 name="emulate_disk server") as srv:

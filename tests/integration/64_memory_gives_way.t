@@ -45,7 +45,7 @@ def read_all(conns):
 
 def gives_way():
     data = random_bytes(SIZE, 63)
-    args = ["--max-buffer-memory", "8m", "--file-cache", "off", "--loop-reads", "off",
+    args = ["--sendfile", "off", "--max-buffer-memory", "8m", "--file-cache", "off", "--loop-reads", "off",
             "--send-buffer", "4k"]
     with Server(files={"big.bin": data}, args=args) as srv:
         stalled = [Conn(srv.port, source="127.0.0.2", rcvbuf=4096) for _ in range(STALLED)]
@@ -94,7 +94,7 @@ def withdrawn_fills():
     the pool's one bulk thread, each read 200 ms: while the second reads
     wait in the gateway's queue, 127.0.0.3 asks."""
     data = random_bytes(SIZE, 64)
-    args = ["--max-buffer-memory", "16m", "--file-cache", "off", "--loop-reads", "off",
+    args = ["--sendfile", "off", "--max-buffer-memory", "16m", "--file-cache", "off", "--loop-reads", "off",
             "--send-buffer", "4k", "--threads", "2", "--emulate-disk", "200ms"]
     with Server(files={"big.bin": data}, args=args) as srv:
         stalled = [Conn(srv.port, source="127.0.0.2", rcvbuf=4096) for _ in range(8)]
@@ -141,7 +141,7 @@ def withdrawn_first_fills():
     one bulk thread (300 ms each): 127.0.0.3 asks while most of them have
     sent nothing yet."""
     data = random_bytes(2 * MiB, 65)
-    args = ["--max-buffer-memory", "16m", "--file-cache", "off", "--loop-reads", "off",
+    args = ["--sendfile", "off", "--max-buffer-memory", "16m", "--file-cache", "off", "--loop-reads", "off",
             "--send-buffer", "4k", "--threads", "2", "--emulate-disk", "300ms"]
     with Server(files={"big.bin": data}, args=args) as srv:
         stalled = [Conn(srv.port, source="127.0.0.2", rcvbuf=4096) for _ in range(16)]

@@ -45,7 +45,7 @@ def memory_not_handed_round():
     data = random_bytes(SIZE, 66)
     # One bulk thread and a slow disk: a fill waits in the pool's queue, where
     # a response over its share takes it back and gives its slot way.
-    args = ["--max-buffer-memory", "8m", "--file-cache", "off", "--loop-reads", "off",
+    args = ["--sendfile", "off", "--max-buffer-memory", "8m", "--file-cache", "off", "--loop-reads", "off",
             "--send-buffer", "4k", "--partition", "1m", "--threads", "2",
             "--emulate-disk", "50ms"]
     with Server(files={"big.bin": data}, args=args) as srv:
