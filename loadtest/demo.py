@@ -155,7 +155,10 @@ def port_free(port):
 
 
 # The clogged state of the first act; the attack act starts from the defaults.
-CLOGGED = ["--partition", "whole", "--scheduler", "fifo", "--file-cache", "off"]
+# sendfile off: the seed's path, every body read into buffers on the pool
+# (with sendfile a whole file would no longer hold a thread while it is sent).
+CLOGGED = ["--partition", "whole", "--scheduler", "fifo", "--file-cache", "off",
+           "--sendfile", "off"]
 
 
 def start_server(procs, args, logpath, settings=CLOGGED):

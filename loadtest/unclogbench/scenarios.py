@@ -46,7 +46,8 @@ MODES = {
 # make bench: (title, path, metric, config A, config B); the ratio is A ÷ B. The
 # workers row pins nothing: on CPU 0 a second worker has no core of its own.
 CACHED = unclog("64k", cache=True, loop=True)  # fixed-size baseline; cache, loop reads on as by default
-AUTO = unclog("auto", scheduler="fair")  # unclog's defaults, cache off
+AUTO = unclog("auto", scheduler="fair")  # unclog's defaults, cache off, sendfile off
+AUTO_SF = unclog("auto", scheduler="fair", sendfile=True)  # the same, sendfile auto
 NGINX = Config("nginx", "sendfile")
 BENCH = [
     ("1 KiB, wrk -c10, req/s (defaults: small-file cache on)", "/1k.bin", "req_s",
@@ -64,6 +65,10 @@ BENCH = [
      "mb_s", AUTO, Config("nginx", "aio 1x16m")),
     ("16 MiB, wrk -c10, MB/s: auto (fair) vs aio 1x16m", "/16m.bin", "mb_s", AUTO,
      Config("nginx", "aio 1x16m")),
+    ("16 MiB, wrk -c10, MB/s: auto (fair) +sendfile vs aio 1x16m", "/16m.bin", "mb_s", AUTO_SF,
+     Config("nginx", "aio 1x16m")),
+    ("16 MiB, wrk -c10, MB/s: auto (fair) +sendfile vs sendfile", "/16m.bin", "mb_s", AUTO_SF,
+     NGINX),
     ("1 KiB, wrk -c10, req/s: workers 2 vs 1 (defaults: cache on), not pinned", "/1k.bin",
      "req_s", dataclasses.replace(CACHED, workers=2, pinned=False),
      dataclasses.replace(CACHED, pinned=False)),
@@ -247,6 +252,9 @@ def fairness(session):
     unclogs = [unclog(p) for p in s["partitions"]]
     # The fair gateway beside the fifo sweep: the default (auto) and fixed sizes.
     unclogs += [unclog(p, scheduler="fair") for p in s["fair"]]
+    # The default's zero-copy path beside them (sendfile auto; every other row: off).
+    if "auto" in s["fair"]:
+        unclogs.append(AUTO_SF)
     if session.mode == "full":
         # Each of the two mechanisms alone: the send buffer's bound with the
         # seed's queue, and the fair queue with the kernel's own send buffer.

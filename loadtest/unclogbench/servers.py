@@ -42,6 +42,7 @@ class Config:
     # lighttpd, h2o: "defaults"
     cache: bool = False  # unclog's small-file cache (off: every read meets the pool)
     loop: bool = False  # unclog's loop_reads (off: every read meets the pool, as in the seed)
+    sendfile: bool = False  # unclog's sendfile (off: every body through buffers, as in the seed)
     # unclog: behind Debian's haproxy running docs/haproxy.cfg: "haproxy" (the
     # PROXY protocol, proxy_protocol_from its address) or "haproxy, no PROXY";
     # ", no door" drops the config's per-source connection limit
@@ -57,6 +58,7 @@ class Config:
         label = f"{self.server} {self.setting}" + (" fair" if self.scheduler == "fair" else "")
         label += " +cache" if self.cache else ""
         label += " +loop" if self.loop else ""
+        label += " +sendfile" if self.sendfile else ""
         label += f" (behind {self.balancer})" if self.balancer else ""
         label += "".join(" " + f for f in self.flags)
         if self.workers != 1 or not self.pinned:
@@ -75,6 +77,7 @@ class Config:
         workers = int(words[words.index("workers") + 1]) if "workers" in words else 1
         balancer = re.search(r"\(behind ([^)]*)\)", rest)
         return cls(server, words[0], cache="+cache" in words, loop="+loop" in words,
+                   sendfile="+sendfile" in words,
                    balancer=balancer[1] if balancer else "", workers=workers,
                    pinned="(not pinned)" not in rest,
                    scheduler="fair" if "fair" in words else "fifo", flags=flags)
@@ -212,6 +215,7 @@ class Server:
                *(("--send-buffer", "off") if c.scheduler == "fifo" else ()), *c.flags,
                "--file-cache", "on" if c.cache else "off",
                "--loop-reads", "on" if c.loop else "off",
+               "--sendfile", "auto" if c.sendfile else "off",
                *(("--proxy-protocol-from", BALANCER)
                  if c.balancer and "no PROXY" not in c.balancer else ())]
         return cmd, None, self.logpath, None
