@@ -14,7 +14,6 @@ void share_init(struct share *s, size_t pass_bytes)
 void share_set_pass_bytes(struct share *s, size_t pass_bytes)
 {
     s->pass_bytes = pass_bytes ? pass_bytes : 1;
-    s->pass_cap = s->pass_bytes;
 }
 
 bool share_waiting(const struct share *s)
@@ -35,7 +34,7 @@ static uint64_t least_served(const struct share *s, int32_t except)
 
 bool share_admit(struct share *s, struct share_item *item)
 {
-    if (s->queue.active == 0 && s->pass_used < s->pass_cap) {
+    if (s->queue.active == 0 && s->pass_used < s->pass_bytes) {
         s->pass_used += item->bytes;
         s->counters.at_once++;
         return true;
@@ -55,16 +54,13 @@ bool share_admit(struct share *s, struct share_item *item)
 void share_new_pass(struct share *s)
 {
     s->pass_used = 0;
-    /* Room for a small write of every client waiting now. */
-    size_t each = (size_t)s->queue.active * SHARE_VISIT_MIN;
-    s->pass_cap = each > s->pass_bytes ? each : s->pass_bytes;
     if (s->queue.active > 0)
         s->counters.passes++;
 }
 
 struct share_item *share_next(struct share *s)
 {
-    if (s->queue.active == 0 || s->pass_used >= s->pass_cap)
+    if (s->queue.active == 0 || s->pass_used >= s->pass_bytes)
         return NULL;
     uint32_t b = fairq_drr_next(&s->queue, SHARE_QUANTUM);
     struct share_item *item = container_of(fairq_oldest(&s->queue, b), struct share_item, node);

@@ -12,12 +12,7 @@
  *
  * The loop writes a pass at a time (server/base/pass.h). A pass hands the
  * kernel writes until TURN_BYTES have gone (the write that crosses the bound
- * still goes, so a pass always makes progress); a pass that begins with more clients waiting
- * than TURN_BYTES / SHARE_VISIT_MIN has room for SHARE_VISIT_MIN bytes of
- * each instead, so that a round of clients with small writes each (a flood
- * of small files from many addresses) takes one pass, not several, and a
- * client that comes back waits one pass for its turn, not the passes the
- * round would take. While nothing waits and the
+ * still goes, so a pass always makes progress). While nothing waits and the
  * pass has room, a write goes at once: a lone client, or a server with room
  * to spare, never waits. Once a pass is full, writes wait in their
  * client's bucket (a fair queue, server/base/fairq.h, of SHARE_BUCKETS
@@ -30,9 +25,8 @@
  * and a queue that empties leaves only its debt, forgotten once no client
  * waits. Within a client, writes go in the order they came. */
 
-#define SHARE_BUCKETS   1024
-#define SHARE_QUANTUM   ((size_t)64 << 10)
-#define SHARE_VISIT_MIN ((size_t)16 << 10)
+#define SHARE_BUCKETS 1024
+#define SHARE_QUANTUM ((size_t)64 << 10)
 
 /* A write waiting for its turn; embedded in its owner (a pump slot). */
 struct share_item {
@@ -55,7 +49,6 @@ struct share {
     struct fairq_bucket bucket[SHARE_BUCKETS];
     uint64_t served[SHARE_BUCKETS]; /* bytes granted since the bucket began to wait (see lag) */
     size_t pass_bytes, pass_used;
-    size_t pass_cap; /* this pass's bound: pass_bytes, or more for many clients waiting */
     struct share_counters counters;
 };
 
