@@ -148,8 +148,7 @@ static const struct config_key core_keys[] = {
     {"sendfile", CONFIG_CHOICE, CONFIG_FIELD(struct config, sendfile), 0, 0, "auto", "auto|off",
      "auto: a file's body that goes as it is (a whole file or one range; not HEAD, gzip, "
      "multipart ranges or the file cache) moves from the page cache to the socket with "
-     "sendfile, partition bytes a piece, on the loop when its pages are cached (and loop_reads "
-     "on), else on the threadpool, holding no buffer memory; off: every "
+     "sendfile, partition bytes a piece on the threadpool, holding no buffer memory; off: every "
      "body is read into buffers (the pump)",
      CONFIG_RELOAD, sendfile_modes},
     CONFIG_BYTES(

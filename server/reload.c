@@ -23,7 +23,6 @@ void server__apply_to_pumps(struct server *srv)
         .size = cfg->partition, .min = cfg->partition_min, .max = cfg->partition_max};
     srv->pump_env.disk = cfg->emulate_disk;
     srv->writer_env.sendfile = cfg->sendfile != 0;
-    srv->writer_env.loop_pieces = cfg->loop_reads != 0;
     sender_set_pass_bytes(&srv->sender, cfg->send_turn);
     conn_turns_set_share(&srv->turns, (uint64_t)cfg->turn_share * 1000);
 }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -295,8 +294,6 @@ void writer_stop(struct writer *w)
 
 /* ---- a file moved by sendfile --------------------------------------------- */
 
-static void move_piece(struct writer_file *f, bool on_pool);
-
 /* Worker thread: one piece, as far as the socket takes it now. The socket
  * does not block (its O_NONBLOCK is the stream's), so this waits only for
  * the disk: sendfile returns EAGAIN when the socket is full. */
@@ -308,13 +305,6 @@ static void file_work(struct gateway_job *job)
      * rate (bytes a piece the socket cut short had paid for are not paid
      * again). */
     f->emulated = pump_emulate_disk(&f->disk, uv_hrtime(), f->pay);
-    move_piece(f, true);
-}
-
-/* One piece's sendfile, on a pool thread (ON_POOL) or, its pages resident,
- * on the loop. */
-static void move_piece(struct writer_file *f, bool on_pool)
-{
     off_t at = (off_t)f->job_offset;
     f->moved = 0;
     f->rc = 0;
@@ -339,7 +329,7 @@ static void move_piece(struct writer_file *f, bool on_pool)
             f->rc = UV_EAGAIN; /* the socket took less: it is full */
             break;
         }
-        if (on_pool && f->moved < f->piece)
+        if (f->moved < f->piece)
             gateway_give_way();
     }
 }
@@ -379,43 +369,12 @@ static void file_fail(struct writer *w, int error)
         w->file.error = error;
 }
 
-static void piece_done(struct writer *w, int status);
-
 static void file_after(struct gateway_job *job, int status)
 {
     struct writer_file *f = container_of(job, struct writer_file, job);
-    f->in_pool = false;
-    piece_done(container_of(f, struct writer, file), status);
-}
-
-/* Whether the LEN bytes of FD at OFFSET are all in the page cache now
- * (mincore of a mapping of them, never touched): a piece of them may then
- * run on the loop, its sendfile waiting for no disk. At most
- * LOOP_PIECE_MAX bytes. */
-#define LOOP_PIECE_MAX ((size_t)1 << 20)
-static bool resident(int fd, uint64_t offset, size_t len)
-{
-    static unsigned char vec[LOOP_PIECE_MAX / 4096 + 2];
-    long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0 || len == 0 || len > LOOP_PIECE_MAX || (size_t)page < 4096)
-        return false;
-    uint64_t start = offset & ~((uint64_t)page - 1);
-    size_t span = (size_t)(offset + len - start);
-    void *map = mmap(NULL, span, PROT_READ, MAP_SHARED, fd, (off_t)start);
-    if (map == MAP_FAILED)
-        return false;
-    size_t pages = (span + (size_t)page - 1) / (size_t)page;
-    bool all = mincore(map, span, vec) == 0;
-    for (size_t i = 0; all && i < pages; i++)
-        all = vec[i] & 1;
-    munmap(map, span);
-    return all;
-}
-
-static void piece_done(struct writer *w, int status)
-{
-    struct writer_file *f = &w->file;
+    struct writer *w = container_of(f, struct writer, file);
     struct writer_counts *counts = w->env->counts;
+    f->in_pool = false;
     if (status < 0) {
         file_fail(w, status);
         file_finish(w);
@@ -498,17 +457,6 @@ static void file_go(struct writer *w)
         end > f->paid_to ? (size_t)(end - (f->offset > f->paid_to ? f->offset : f->paid_to)) : 0;
     if (end > f->paid_to)
         f->paid_to = end;
-    if (w->env->loop_pieces && f->disk.latency_ms == 0 && f->disk.bytes_per_s == 0 &&
-        resident(f->fd, f->offset, f->piece)) {
-        /* The socket has room (it was writable, or the piece is the
-         * first) and the pages are in memory: nothing to wait for, no
-         * thread to wake. */
-        w->env->counts->sendfile_on_loop++;
-        f->emulated = false;
-        move_piece(f, false);
-        piece_done(w, 0);
-        return;
-    }
     struct gateway_cost cost = {.bytes = f->piece, .remaining = f->left, .client = w->client};
     int rc = gateway_submit(w->env->gateway, &f->job, GATEWAY_READ, cost, file_work, file_after);
     if (rc < 0) {
@@ -735,14 +683,7 @@ static const struct snap_def sendfile_pieces_def = {
     .key = "pieces",
     .metric = "unclog_sendfile_pieces_total",
     .kind = SNAP_COUNTER,
-    .help =
-        "sendfile pieces run, on the threadpool or on the loop (at most partition bytes each)."};
-static const struct snap_def sendfile_on_loop_def = {
-    .key = "on_loop",
-    .metric = "unclog_sendfile_pieces_on_loop_total",
-    .kind = SNAP_COUNTER,
-    .help = "sendfile pieces run on the loop: their pages were in the page cache (mincore) and "
-            "no emulate_disk, so no thread was woken for them."};
+    .help = "sendfile pieces run on the threadpool (at most partition bytes each)."};
 static const struct snap_def sendfile_waits_def = {
     .key = "waits",
     .metric = "unclog_sendfile_waits_total",
@@ -772,7 +713,6 @@ void writer_stats(const struct writer_counts *c, struct snapshot *s)
     snap_add(s, &sendfile_bytes_def, c->sendfile_bytes);
     snap_add(s, &sendfile_responses_def, c->sendfile_responses);
     snap_add(s, &sendfile_pieces_def, c->sendfile_pieces);
-    snap_add(s, &sendfile_on_loop_def, c->sendfile_on_loop);
     snap_add(s, &sendfile_waits_def, c->sendfile_waits);
     snap_add(s, &sendfile_waiting_def, c->sendfile_waiting);
     snap_add(s, &sendfile_emulated_def, c->sendfile_emulated);

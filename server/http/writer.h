@@ -49,7 +49,6 @@ struct writer_env {
     void *sent_arg;               /* its argument */
     struct gateway *gateway;      /* where sendfile pieces run */
     bool sendfile;                /* sendfile = auto: file ranges move by sendfile(2) */
-    bool loop_pieces;             /* loop_reads = on: resident pieces move on the loop */
     struct writer_counts *counts; /* the server's counts of the two paths */
 };
 
@@ -59,8 +58,7 @@ struct writer_counts {
     uint64_t buffered_bytes;     /* body bytes written from the pump's slots */
     uint64_t sendfile_bytes;     /* body bytes moved by sendfile */
     uint64_t sendfile_responses; /* responses that took the sendfile path */
-    uint64_t sendfile_pieces;    /* sendfile pieces run (on the pool or the loop) */
-    uint64_t sendfile_on_loop;   /* of them, run on the loop: pages resident */
+    uint64_t sendfile_pieces;    /* sendfile pieces run (on the pool) */
     uint64_t sendfile_waits;     /* times a piece found the socket full: it waits to be writable */
     uint64_t sendfile_emulated;  /* pieces emulate_disk made slower */
     uint64_t sendfile_truncated; /* responses whose file ended before its promised length */

@@ -55,7 +55,6 @@ RULES = [
     ("sendfile.bytes", lambda: num("unclog_sendfile_bytes_total")),
     ("sendfile.responses", lambda: num("unclog_sendfile_responses_total")),
     ("sendfile.pieces", lambda: num("unclog_sendfile_pieces_total")),
-    ("sendfile.on_loop", lambda: num("unclog_sendfile_pieces_on_loop_total")),
     ("sendfile.waits", lambda: num("unclog_sendfile_waits_total")),
     ("sendfile.waiting", lambda: num("unclog_sendfile_waiting")),
     ("sendfile.emulated", lambda: num("unclog_sendfile_emulated_total")),

@@ -195,30 +195,7 @@ def test_reload():
         is_(sendfile(srv)["responses"], 1, "after the reload: by sendfile")
 
 
-def test_where_pieces_run():
-    """Pages in the page cache (the test just wrote them): the pieces run on
-    the loop, no pool read; with loop_reads off every piece meets the pool."""
-    with Server(files={"data.bin": DATA}, args=ARGS) as srv:
-        srv.get("/data.bin")
-        before, reads = sendfile(srv), srv.stats()["jobs"]["read"]["completed"]
-        resp = srv.get("/data.bin")
-        after = sendfile(srv)
-        ok(resp.status == 200 and resp.body == DATA, "resident: byte-identical")
-        ok(after["on_loop"] - before["on_loop"] == after["pieces"] - before["pieces"] > 0,
-           "resident: every piece on the loop (%d of %d)"
-           % (after["on_loop"] - before["on_loop"], after["pieces"] - before["pieces"]))
-        is_(srv.stats()["jobs"]["read"]["completed"] - reads, 0, "  no pool read")
-    with Server(files={"data.bin": DATA}, args=ARGS + ["--loop-reads", "off"]) as srv:
-        resp = srv.get("/data.bin")
-        st = srv.stats()
-        ok(resp.status == 200 and resp.body == DATA, "loop_reads off: byte-identical")
-        ok(st["sendfile"]["pieces"] > 0 and st["sendfile"]["on_loop"] == 0 and
-           st["jobs"]["read"]["completed"] >= st["sendfile"]["pieces"],
-           "loop_reads off: every piece a pool read", st["sendfile"])
-
-
 def main():
-    test_where_pieces_run()
     test_big()
     test_ranges()
     test_truncated()
