@@ -299,7 +299,11 @@ static bool serve_on_loop(struct conn *c, struct open_job *j, const struct reque
      * budget lends it for the response (lend): no pool read and no pass
      * back for it, and the copy its connection keeps until the client has
      * it counts in the client's share. */
-    bool lent = req->method == HTTP_GET && size > first && size <= LOOP_ANSWER_MAX && lend(c, size);
+    /* Not one to gzip on the fly: that reads its file, never a body. */
+    bool fly = j->gzip_possible && cfg->gzip_files &&
+               reply_compressible(mime_type(j->path), cfg->gzip_types);
+    bool lent =
+        req->method == HTTP_GET && !fly && size > first && size <= LOOP_ANSWER_MAX && lend(c, size);
     if (lent)
         first = size;
     if (req->method == HTTP_GET && size <= LOOP_READS_BODY && size <= first && size > 0) {

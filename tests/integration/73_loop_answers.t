@@ -7,7 +7,7 @@
 # top clients (the one ledger) while the client does not read, and is given
 # back when the answer is in. With no room in the budget the file goes
 # through the pump as before. Counters and bytes, no timing.
-from harness import KiB, Server, is_, ok, poll, random_bytes, run
+from harness import KiB, Server, gunzip, is_, ok, poll, random_bytes, run, text_bytes
 
 STALLER = "127.0.0.2"
 FILES = {"a.bin": random_bytes(96 * KiB, 731), "b.bin": random_bytes(200 * KiB, 732),
@@ -55,6 +55,15 @@ def main():
         ok(r.status == 200 and r.body == FILES["c.bin"], "  read at last: byte-exact")
         ok(poll(lambda: held(srv)[0] == 0), "  and given back", held(srv))
         c.close()
+
+    # A file gzipped on the fly reads its file: it is never answered from
+    # a body read on the loop (which would go uncompressed).
+    text = text_bytes(200 * KiB)
+    with Server(files={"t.txt": text}, args=["--gzip-static", "off"]) as srv:
+        srv.get("/t.txt")
+        r = srv.get("/t.txt", headers={"Accept-Encoding": "gzip"})
+        ok(r.header("Content-Encoding") == "gzip" and gunzip(r.body) == text,
+           "a 200 KiB text file asked with gzip: gzipped on the fly", r.header("Content-Encoding"))
 
     with Server(files=FILES, args=["--max-buffer-memory", "128k"]) as srv:
         srv.get("/c.bin")
