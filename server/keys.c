@@ -145,7 +145,7 @@ static const struct config_key core_keys[] = {
         "open and read files already in the page cache on the loop (openat2 RESOLVE_CACHED, "
         "preadv2 RWF_NOWAIT), send_turn bytes a pass at most; off: every read meets the pool",
         CONFIG_RELOAD),
-    {"sendfile", CONFIG_CHOICE, CONFIG_FIELD(struct config, sendfile), 0, 0, "auto", "auto|off",
+    {"sendfile", CONFIG_CHOICE, CONFIG_FIELD(struct config, sendfile), 0, 0, "off", "auto|off",
      "auto: a file's body that goes as it is (a whole file or one range; not HEAD, gzip, "
      "multipart ranges or the file cache) moves from the page cache to the socket with "
      "sendfile, partition bytes a piece on the threadpool, holding no buffer memory; off: every "

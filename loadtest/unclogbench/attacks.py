@@ -155,8 +155,7 @@ def start_attacker(session, server, attack, seconds):
 def configs(session):
     """unclog's defaults, its fifo 64k "damage" row, and the mode's peers."""
     s = session.settings
-    defaults = unclog("auto", scheduler="fair", cache=True, loop=True,
-                      sendfile=True)  # (access log off)
+    defaults = unclog("auto", scheduler="fair", cache=True, loop=True)  # (access log off)
     if s.get("behind_haproxy"):
         # The defaults direct, behind the balancer with the PROXY protocol, and
         # behind it without (every client is the balancer's one address).

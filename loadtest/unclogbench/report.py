@@ -296,8 +296,8 @@ def attacks_section(rows, attacks, victims, figures, rounds, seconds, plots):
              "of the MB/s it asks for, counting only bytes that came within its schedule); attacker ÷ fifo is "
              "the attacker's rate against its rate on the `unclog 64k +cache` row "
              "(scheduler fifo, the seed's queue, every read on the pool). `unclog auto fair "
-             "+cache +loop +sendfile` is the default configuration (access log off; +loop: "
-             "loop_reads on; +sendfile: sendfile auto). The peers run with their own defaults "
+             "+cache +loop` is the default configuration (access log off; +loop: "
+             "loop_reads on). The peers run with their own defaults "
              "(limits in loadtest/README.md).\n")
     return [intro, attack_table(rows, attacks, victims, figures)] + [
         f"![{os.path.basename(p)}]({os.path.basename(p)})\n" for p in plots]

@@ -23,7 +23,7 @@ from harness import (KiB, MiB, Conn, Server, in_parallel, is_, ok, poll, random_
 
 BIG = 100 * 1000 * 1000
 DATA = random_bytes(3 * MiB + 321, 71)
-ARGS = ["--file-cache", "off"]
+ARGS = ["--file-cache", "off", "--sendfile", "auto"]
 
 
 def sendfile(srv):
